@@ -1,0 +1,25 @@
+"""pbframework: articulated-body simulation with large-timestep position-based integrators.
+
+The public front. Everything listed in ``__all__`` is stable API; other modules may change.
+"""
+
+from __future__ import annotations
+
+from . import dynamics, inertia, kinematics, models
+from .forces import ForceForm, ForceModel, force_model
+from .hookspecs import PluginInfo, hookimpl
+from .io import load_mjcf, load_urdf
+from .model import WORLD, ArticulatedBody, Joint, JointType, Link, ModelError, transform
+from .registry import PluginError, UnknownPluginError, available, get_plugin, register, registry
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "ArticulatedBody", "Link", "Joint", "JointType", "ModelError", "WORLD", "transform",
+    "models", "kinematics", "inertia", "dynamics",
+    "load_urdf", "load_mjcf",
+    "ForceForm", "ForceModel", "force_model",
+    "PluginInfo", "hookimpl", "PluginError", "UnknownPluginError",
+    "registry", "get_plugin", "available", "register",
+    "__version__",
+]

@@ -1,0 +1,94 @@
+"""Force models: the three forms of DESIGN.md, as CasADi expressions.
+
+A force model is an object (usually a :class:`ForceModel` subclass, offered by a plug-in through
+``pbf_force_models``) that declares which forms it provides and implements the matching methods:
+
+1. ``ForceForm.POTENTIAL`` -- :meth:`ForceModel.potential`: an integrable term
+   ``Q(q_next, q_cur, q_prev; dt, t)`` added to the PBAD energy (seed 000 Eq. 5, seed 002 Eq. 9).
+2. ``ForceForm.GENERALIZED_FORCE`` -- :meth:`ForceModel.generalized_force`: a generalised force
+   ``f(q, qd, t)`` (length ``nq``) entering residual objectives (seed 000 Eq. 7) and Newton-Euler
+   integrators; non-conservative forces live here.
+3. ``ForceForm.WRENCH_POLYTOPE`` -- :meth:`ForceModel.wrench_polytope`: the vertices of the feasible contact
+   force set at each contact point (seed 001 Eq. 5).
+
+Conservative models also implement :meth:`ForceModel.energy` so total energy can be reported exactly.
+"""
+
+from __future__ import annotations
+
+import enum
+from typing import Any, ClassVar
+
+import casadi as ca
+
+from .model import ArticulatedBody
+
+
+class ForceForm(str, enum.Enum):
+    """The forms in which a force model can enter a step problem.
+
+    Attributes:
+        POTENTIAL: integrable potential ``Q(q_next, q_cur, q_prev; dt, t)``.
+        GENERALIZED_FORCE: generalised force ``f(q, qd, t)`` in the model's coordinates.
+        WRENCH_POLYTOPE: vertices of the contact force set per contact point.
+    """
+
+    POTENTIAL = "potential"
+    GENERALIZED_FORCE = "generalized_force"
+    WRENCH_POLYTOPE = "wrench_polytope"
+
+
+class ForceModel:
+    """Base class for force models. Subclasses set ``name``, ``forms`` and implement their forms.
+
+    All methods receive and return CasADi expressions (SX or MX) and must not evaluate them numerically,
+    so the result can be differentiated, compiled to C and run on a GPU.
+    """
+
+    name: ClassVar[str] = "force"
+    forms: ClassVar[frozenset[ForceForm]] = frozenset()
+
+    def params(self) -> dict[str, Any]:
+        """The parameters this instance was built with (for messages and saved results)."""
+        return {}
+
+    def potential(self, model: ArticulatedBody, q_next, q_cur, q_prev, dt, t):
+        """Potential term of the PBAD energy for the step ending at ``q_next`` at time ``t``."""
+        raise TypeError(f"force model {self.name!r} has no potential form (its forms: "
+                        f"{sorted(f.value for f in self.forms)})")
+
+    def generalized_force(self, model: ArticulatedBody, q, qd, t):
+        """Generalised force (length nq) at configuration ``q``, velocity ``qd``, time ``t``."""
+        raise TypeError(f"force model {self.name!r} has no generalized_force form (its forms: "
+                        f"{sorted(f.value for f in self.forms)})")
+
+    def wrench_polytope(self, model: ArticulatedBody, q):
+        """Vertices of the feasible contact wrench set per contact point."""
+        raise TypeError(f"force model {self.name!r} has no wrench_polytope form (its forms: "
+                        f"{sorted(f.value for f in self.forms)})")
+
+    def energy(self, model: ArticulatedBody, q):
+        """Potential energy at ``q`` for conservative models, else ``None``."""
+        return None
+
+    def __repr__(self) -> str:
+        args = ", ".join(f"{k}={v!r}" for k, v in self.params().items())
+        return f"{type(self).__name__}({args})"
+
+
+def force_model(name: str, **params: Any) -> ForceModel:
+    """Build the registered force model ``name`` with ``params`` (unknown names list the available)."""
+    from .registry import get_plugin
+
+    return get_plugin("force", name).build(**params)
+
+
+def potential_energy_function(model: ArticulatedBody, forces) -> ca.Function:
+    """``V: q -> potential energy`` summed over the conservative models in ``forces``."""
+    q = ca.SX.sym("q", model.nq)
+    total = ca.SX(0)
+    for f in forces:
+        e = f.energy(model, q)
+        if e is not None:
+            total = total + e
+    return ca.Function("potential_energy", [q], [total], ["q"], ["V"])

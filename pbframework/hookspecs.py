@@ -1,0 +1,156 @@
+"""Hook specifications: the plug-in author's manual.
+
+A pbframework plug-in is a Python module (or object) with one or more functions below, marked with
+:data:`hookimpl` and named exactly as here. It is installed through the entry-point group ``pbframework``
+of its package::
+
+    # pyproject.toml of your package
+    [project.entry-points.pbframework]
+    my_forces = "my_package.forces"       # the module holding the @hookimpl functions
+
+Built-in plug-ins (``pbframework.plugins.*``) register through the very same entry points.
+
+Every hook takes no arguments and returns a list of :class:`PluginInfo` (one per thing the plug-in offers),
+so one module may offer several. pbframework calls each hook once, when the registry is first used; all
+results are collected (no first-result-wins), and a name offered twice within one family is an error that
+names both plug-ins. A hook implementation with a misspelt name, unexpected arguments or a malformed
+return value is reported with the plug-in's name.
+
+The families and what ``PluginInfo.build`` must be, per family:
+
+==============  ==============================  ===================================================
+family          hook                            ``build``
+==============  ==============================  ===================================================
+force           :func:`pbf_force_models`        ``build(**params) -> ForceModel``
+dynamics        :func:`pbf_dynamics`            ``build(model) -> casadi.Function``
+fd              :func:`pbf_forward_dynamics`    ``build(model) -> casadi.Function (q, qd, tau) -> qdd``
+integrator      :func:`pbf_integrators`         ``build(model, config, forces) -> StepProblem``
+solver          :func:`pbf_solvers`             ``build(**options) -> Solver``
+backend         :func:`pbf_backends`            ``build(problem, **options) -> compiled runner``
+==============  ==============================  ===================================================
+
+A worked example of a new force model is in ``docs/plugins.md``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping
+
+import pluggy
+
+PROJECT = "pbframework"
+hookspec = pluggy.HookspecMarker(PROJECT)
+hookimpl = pluggy.HookimplMarker(PROJECT)
+"""Decorator marking a plug-in's hook implementation: ``@pbframework.hookimpl``."""
+
+
+@dataclass(frozen=True)
+class PluginInfo:
+    """What a plug-in offers in one family.
+
+    Attributes:
+        name: the name users select it by (``Simulator(integrator="pbad")``); unique within its family.
+        description: one line shown by ``pbf plugins``.
+        build: the factory; its signature depends on the family (see the table in this module).
+        meta: family-specific facts a caller may check before building (for example an integrator's
+            accepted force forms and orders); documented by the family's hook.
+    """
+
+    name: str
+    description: str
+    build: Callable[..., Any]
+    meta: Mapping[str, Any] = field(default_factory=dict)
+
+
+# ======================================================================================================
+# Force models
+# ======================================================================================================
+
+@hookspec
+def pbf_force_models() -> list[PluginInfo]:
+    """Offer force models.
+
+    Returns:
+        A list of :class:`PluginInfo` whose ``build(**params)`` returns a
+        :class:`pbframework.forces.ForceModel` instance configured by ``params`` (for example
+        ``build(stiffness=1e4)``). The force model declares in ``forms`` which of the three forms it
+        provides (potential, generalised force, wrench polytope) and implements the matching methods
+        with CasADi expressions.
+
+    Called once, when the registry is first used. All implementations are collected.
+    """
+
+
+# ======================================================================================================
+# Dynamics functions and forward-dynamics algorithms
+# ======================================================================================================
+
+@hookspec
+def pbf_dynamics() -> list[PluginInfo]:
+    """Offer rigid-body dynamics functions other than forward dynamics.
+
+    Returns:
+        A list of :class:`PluginInfo` whose ``build(model)`` returns a ``casadi.Function`` for the given
+        :class:`~pbframework.model.ArticulatedBody`. The built-ins are ``rnea`` ``(q, v, a) -> tau``,
+        ``crba`` ``q -> M``, ``nle`` ``(q, v) -> h`` and ``gravity_torque`` ``q -> g``. The result is
+        cached on the model by :mod:`pbframework.dynamics`.
+
+    Called once, when the registry is first used. All implementations are collected.
+    """
+
+
+@hookspec
+def pbf_forward_dynamics() -> list[PluginInfo]:
+    """Offer forward-dynamics algorithms ``(q, qd, tau) -> qdd``.
+
+    Returns:
+        A list of :class:`PluginInfo` whose ``build(model)`` returns a ``casadi.Function`` with inputs
+        ``(q, qd, tau)`` (each of length ``model.nq``) and output ``qdd``. ``meta["depth"]`` may hold a
+        callable ``n -> number of sequential levels`` for the scaling benchmark. Selected by
+        ``pbframework.dynamics.forward_dynamics(model, algorithm=name)``.
+
+    Called once, when the registry is first used. All implementations are collected.
+    """
+
+
+# ======================================================================================================
+# Time stepping: integrators, solvers, backends
+# ======================================================================================================
+
+@hookspec
+def pbf_integrators() -> list[PluginInfo]:
+    """Offer time integrators.
+
+    Returns:
+        A list of :class:`PluginInfo` whose ``build(model, config, forces)`` assembles one timestep as a
+        step problem (data: CasADi functions and sizes) for the given model, step configuration (dt,
+        order, ...) and force models. ``meta`` states what the integrator accepts: ``"forms"`` (the set of
+        force forms) and ``"orders"`` (the supported orders).
+
+    Called once, when the registry is first used. All implementations are collected.
+    """
+
+
+@hookspec
+def pbf_solvers() -> list[PluginInfo]:
+    """Offer numeric solvers for step problems.
+
+    Returns:
+        A list of :class:`PluginInfo` whose ``build(**options)`` returns a solver object that runs the
+        numeric loop on a step problem of the kinds listed in ``meta["problems"]``.
+
+    Called once, when the registry is first used. All implementations are collected.
+    """
+
+
+@hookspec
+def pbf_backends() -> list[PluginInfo]:
+    """Offer execution backends (CasADi VM, generated C, CUDA, ...).
+
+    Returns:
+        A list of :class:`PluginInfo` whose ``build(problem, **options)`` returns an object that runs a
+        step problem's solver loop on that backend.
+
+    Called once, when the registry is first used. All implementations are collected.
+    """

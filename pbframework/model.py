@@ -1,0 +1,430 @@
+"""The model stage: an articulated tree of rigid links connected by joints.
+
+An :class:`ArticulatedBody` is plain, validated, immutable data. Everything numeric about it (kinematics,
+inertia integral, dynamics) is built later as CasADi functions by the symbolic modules and cached on the
+model (``model.cache``), so a model must not be mutated after construction.
+
+Coordinates
+-----------
+Every joint contributes ``JointType.nq`` generalised coordinates, in the order the joints appear in
+``model.joints`` (topological: a parent's joint before its children's). Multi-DOF joints are compositions of
+elementary hinges / slides about fixed local axes, applied in this order:
+
+========== ==== ===========================================================================
+type        nq   motion (intrinsic, applied left to right after the joint origin)
+========== ==== ===========================================================================
+fixed       0    none
+revolute    1    rotation about ``axis`` (URDF ``continuous`` is read as revolute, no limits)
+prismatic   1    translation along ``axis``
+ball2       2    rotation about local y, then about local z (the papers' ball joint)
+spherical   3    rotations about local x, y, z (intrinsic XYZ Euler angles)
+floating    6    translations along x, y, z, then rotations about x, y, z (intrinsic)
+========== ==== ===========================================================================
+
+``model.dof_names`` names each coordinate: the joint's name for a 1-DOF joint, ``<joint>:<axis>``
+otherwise (axes ``x y z`` for translations, ``rx ry rz`` for rotations).
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from typing import Iterable, Sequence
+
+import numpy as np
+
+WORLD = "world"
+"""Parent name of a joint that attaches its child link to the inertial frame."""
+
+DEFAULT_GRAVITY = (0.0, 0.0, -9.81)
+
+
+class ModelError(ValueError):
+    """An articulated body (or a file describing one) is invalid; the message names the element."""
+
+
+class JointType(str, enum.Enum):
+    """The joint types a model supports.
+
+    Attributes:
+        FIXED: no motion; the child is rigidly attached (0 coordinates).
+        REVOLUTE: hinge about ``Joint.axis`` (1 coordinate, radians).
+        PRISMATIC: slide along ``Joint.axis`` (1 coordinate, metres).
+        BALL2: hinge about local y then local z (2 coordinates), the papers' 2-DOF ball joint.
+        SPHERICAL: intrinsic x-y-z Euler angles (3 coordinates).
+        FLOATING: translation x, y, z then intrinsic x-y-z Euler angles (6 coordinates), the papers'
+            "6-DOF rigid transformation" of a free base.
+    """
+
+    FIXED = "fixed"
+    REVOLUTE = "revolute"
+    PRISMATIC = "prismatic"
+    BALL2 = "ball2"
+    SPHERICAL = "spherical"
+    FLOATING = "floating"
+
+    @property
+    def nq(self) -> int:
+        return len(_ELEMENTARY[self])
+
+    @classmethod
+    def parse(cls, value: "JointType | str", *, where: str) -> "JointType":
+        if isinstance(value, JointType):
+            return value
+        v = str(value).lower()
+        if v == "continuous":
+            return cls.REVOLUTE
+        try:
+            return cls(v)
+        except ValueError:
+            allowed = ", ".join(t.value for t in cls) + ", continuous"
+            raise ModelError(f"{where}: unsupported type {value!r} (supported: {allowed})") from None
+
+
+_EX, _EY, _EZ = (1.0, 0.0, 0.0), (0.0, 1.0, 0.0), (0.0, 0.0, 1.0)
+# Elementary motions of each joint type: (kind, axis, axis label); axis None = use Joint.axis.
+_ELEMENTARY: dict[JointType, tuple[tuple[str, tuple[float, float, float] | None, str], ...]] = {
+    JointType.FIXED: (),
+    JointType.REVOLUTE: (("R", None, ""),),
+    JointType.PRISMATIC: (("P", None, ""),),
+    JointType.BALL2: (("R", _EY, "ry"), ("R", _EZ, "rz")),
+    JointType.SPHERICAL: (("R", _EX, "rx"), ("R", _EY, "ry"), ("R", _EZ, "rz")),
+    JointType.FLOATING: (
+        ("P", _EX, "x"), ("P", _EY, "y"), ("P", _EZ, "z"),
+        ("R", _EX, "rx"), ("R", _EY, "ry"), ("R", _EZ, "rz"),
+    ),
+}
+
+
+def _vec3(value, what: str) -> np.ndarray:
+    a = np.asarray(value, dtype=float).reshape(-1)
+    if a.shape != (3,) or not np.all(np.isfinite(a)):
+        raise ModelError(f"{what}: expected 3 finite numbers, got {value!r}")
+    return a
+
+
+def rpy_to_matrix(rpy: Sequence[float]) -> np.ndarray:
+    """URDF roll-pitch-yaw (fixed-axis X, Y, Z) to a rotation matrix: ``Rz(y) @ Ry(p) @ Rx(r)``."""
+    r, p, y = (float(v) for v in rpy)
+    cr, sr, cp, sp, cy, sy = np.cos(r), np.sin(r), np.cos(p), np.sin(p), np.cos(y), np.sin(y)
+    return np.array([
+        [cy * cp, cy * sp * sr - sy * cr, cy * sp * cr + sy * sr],
+        [sy * cp, sy * sp * sr + cy * cr, sy * sp * cr - cy * sr],
+        [-sp, cp * sr, cp * cr],
+    ])
+
+
+def transform(xyz: Sequence[float] = (0.0, 0.0, 0.0), rpy: Sequence[float] = (0.0, 0.0, 0.0)) -> np.ndarray:
+    """A 4x4 homogeneous transform from a translation and URDF roll-pitch-yaw angles."""
+    T = np.eye(4)
+    T[:3, :3] = rpy_to_matrix(rpy)
+    T[:3, 3] = _vec3(xyz, "translation")
+    return T
+
+
+@dataclass(frozen=True, eq=False)
+class Link:
+    """A rigid link.
+
+    Attributes:
+        name: unique link name.
+        mass: mass in kg (> 0).
+        com: centre of mass in the link frame (m).
+        inertia: 3x3 inertia tensor about the centre of mass, in link-frame axes (kg m^2); symmetric
+            positive definite and satisfying the triangle inequality.
+        contact_points: (k, 3) points in the link frame used by contact force models (may be empty).
+    """
+
+    name: str
+    mass: float
+    com: np.ndarray = field(default_factory=lambda: np.zeros(3))
+    inertia: np.ndarray = field(default_factory=lambda: np.eye(3) * 1e-3)
+    contact_points: np.ndarray = field(default_factory=lambda: np.zeros((0, 3)))
+
+    def __post_init__(self) -> None:
+        where = f"link {self.name!r}"
+        if not isinstance(self.name, str) or not self.name:
+            raise ModelError(f"link name must be a non-empty string, got {self.name!r}")
+        try:
+            mass = float(self.mass)
+        except (TypeError, ValueError):
+            raise ModelError(f"{where}: mass must be a number, got {self.mass!r}") from None
+        if not np.isfinite(mass) or mass <= 0.0:
+            raise ModelError(f"{where}: mass must be positive and finite, got {self.mass!r}")
+        object.__setattr__(self, "mass", mass)
+        object.__setattr__(self, "com", _vec3(self.com, f"{where}: centre of mass"))
+        inertia = np.asarray(self.inertia, dtype=float)
+        if inertia.shape == (3,):
+            inertia = np.diag(inertia)
+        if inertia.shape != (3, 3) or not np.all(np.isfinite(inertia)):
+            raise ModelError(f"{where}: inertia must be a 3x3 matrix (or 3 principal moments), got shape "
+                             f"{inertia.shape}")
+        scale = max(1.0, float(np.abs(inertia).max()))
+        if not np.allclose(inertia, inertia.T, atol=1e-12 * scale, rtol=1e-9):
+            raise ModelError(f"{where}: inertia is not symmetric: {inertia.tolist()}")
+        inertia = 0.5 * (inertia + inertia.T)
+        eig = np.linalg.eigvalsh(inertia)
+        if eig[0] <= 0.0:
+            raise ModelError(f"{where}: inertia is not positive definite (eigenvalues {eig.tolist()})")
+        tol = 1e-9 * eig.sum()
+        if eig[0] + eig[1] < eig[2] - tol:
+            raise ModelError(
+                f"{where}: inertia violates the triangle inequality: principal moments {eig.tolist()} "
+                f"(each must be at most the sum of the other two)")
+        object.__setattr__(self, "inertia", inertia)
+        pts = np.asarray(self.contact_points, dtype=float)
+        if pts.size == 0:
+            pts = np.zeros((0, 3))
+        if pts.ndim != 2 or pts.shape[1] != 3 or not np.all(np.isfinite(pts)):
+            raise ModelError(f"{where}: contact_points must be a (k, 3) array, got shape {pts.shape}")
+        object.__setattr__(self, "contact_points", pts)
+        for a in (self.com, self.inertia, self.contact_points):
+            a.setflags(write=False)
+
+    @property
+    def second_moment(self) -> np.ndarray:
+        """The 4x4 second-moment matrix ``M~ = int (p;1)(p;1)^T dm`` in the link frame (seed 000 Eq. 8)."""
+        m, c, Ic = self.mass, self.com, self.inertia
+        sigma = 0.5 * np.trace(Ic) * np.eye(3) - Ic + m * np.outer(c, c)
+        M = np.empty((4, 4))
+        M[:3, :3] = sigma
+        M[:3, 3] = M[3, :3] = m * c
+        M[3, 3] = m
+        return M
+
+
+@dataclass(frozen=True, eq=False)
+class Joint:
+    """A joint connecting ``parent`` (a link name, or ``"world"``) to ``child``.
+
+    Attributes:
+        name: unique joint name.
+        type: a :class:`JointType` (or its name; ``"continuous"`` is accepted as revolute).
+        parent: parent link name, or ``WORLD`` to attach the child to the inertial frame.
+        child: child link name.
+        origin: 4x4 transform of the joint frame in the parent link frame (use :func:`transform`).
+        axis: unit axis in the joint frame for revolute and prismatic joints (normalised here).
+        lower, upper: position limits (may be infinite); informational unless a force model uses them.
+        effort, velocity: actuator limits from the source file (informational).
+    """
+
+    name: str
+    type: JointType | str
+    parent: str
+    child: str
+    origin: np.ndarray = field(default_factory=lambda: np.eye(4))
+    axis: np.ndarray = field(default_factory=lambda: np.array([0.0, 0.0, 1.0]))
+    lower: float = -np.inf
+    upper: float = np.inf
+    effort: float = np.inf
+    velocity: float = np.inf
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or not self.name:
+            raise ModelError(f"joint name must be a non-empty string, got {self.name!r}")
+        where = f"joint {self.name!r} of link {self.child!r}"
+        object.__setattr__(self, "type", JointType.parse(self.type, where=where))
+        origin = np.asarray(self.origin, dtype=float)
+        if origin.shape != (4, 4) or not np.all(np.isfinite(origin)):
+            raise ModelError(f"{where}: origin must be a finite 4x4 transform, got shape {origin.shape}")
+        R = origin[:3, :3]
+        if not np.allclose(R.T @ R, np.eye(3), atol=1e-6) or np.linalg.det(R) < 0:
+            raise ModelError(f"{where}: origin rotation is not a proper rotation matrix")
+        origin = origin.copy()
+        origin[3] = (0.0, 0.0, 0.0, 1.0)
+        object.__setattr__(self, "origin", origin)
+        axis = _vec3(self.axis, f"{where}: axis")
+        n = np.linalg.norm(axis)
+        if self.type in (JointType.REVOLUTE, JointType.PRISMATIC) and n < 1e-12:
+            raise ModelError(f"{where}: axis must be non-zero, got {self.axis!r}")
+        object.__setattr__(self, "axis", axis / n if n > 0 else axis)
+        if self.lower > self.upper:
+            raise ModelError(f"{where}: lower limit {self.lower} exceeds upper limit {self.upper}")
+        for a in (self.origin, self.axis):
+            a.setflags(write=False)
+
+    @property
+    def nq(self) -> int:
+        return self.type.nq
+
+    def elementary(self) -> list[tuple[str, np.ndarray, str]]:
+        """The joint's motion as elementary hinges ('R') / slides ('P'): (kind, unit axis, dof name)."""
+        out = []
+        for kind, ax, label in _ELEMENTARY[self.type]:
+            axis = self.axis if ax is None else np.asarray(ax)
+            out.append((kind, axis, self.name if not label else f"{self.name}:{label}"))
+        return out
+
+
+class ArticulatedBody:
+    """A validated articulated tree: links, the joints connecting them, gravity.
+
+    Exactly one link (the base) is either not the child of any joint (fixed to the world at the origin)
+    or is the child of a joint whose parent is ``"world"``. Joints are reordered topologically.
+
+    Args:
+        links: the rigid links.
+        joints: the joints; each link except the base is the child of exactly one joint.
+        gravity: gravitational acceleration in world coordinates (default (0, 0, -9.81)).
+        name: a label for messages and caches.
+
+    Raises:
+        ModelError: naming the offending link or joint (duplicate names, unknown parent or child, a link
+            with two parent joints, cycles, more than one base, ...).
+    """
+
+    def __init__(self, links: Iterable[Link], joints: Iterable[Joint] = (),
+                 gravity: Sequence[float] = DEFAULT_GRAVITY, name: str = "model") -> None:
+        links = list(links)
+        joints = list(joints)
+        self.name = str(name)
+        if not links:
+            raise ModelError(f"model {self.name!r}: needs at least one link")
+        for x in links:
+            if not isinstance(x, Link):
+                raise ModelError(f"model {self.name!r}: expected Link objects, got {type(x).__name__}")
+        for j in joints:
+            if not isinstance(j, Joint):
+                raise ModelError(f"model {self.name!r}: expected Joint objects, got {type(j).__name__}")
+        by_name: dict[str, Link] = {}
+        for link in links:
+            if link.name in by_name:
+                raise ModelError(f"duplicate link name {link.name!r}")
+            if link.name == WORLD:
+                raise ModelError(f"link name {WORLD!r} is reserved for the inertial frame")
+            by_name[link.name] = link
+        seen_j: set[str] = set()
+        parent_joint: dict[str, Joint] = {}
+        for j in joints:
+            if j.name in seen_j:
+                raise ModelError(f"duplicate joint name {j.name!r}")
+            seen_j.add(j.name)
+            if j.child not in by_name:
+                raise ModelError(f"joint {j.name!r}: unknown child link {j.child!r}")
+            if j.parent != WORLD and j.parent not in by_name:
+                raise ModelError(f"joint {j.name!r} of link {j.child!r}: unknown parent link {j.parent!r}")
+            if j.parent == j.child:
+                raise ModelError(f"joint {j.name!r}: link {j.child!r} cannot be its own parent")
+            if j.child in parent_joint:
+                raise ModelError(f"link {j.child!r} has two parent joints: {parent_joint[j.child].name!r} "
+                                 f"and {j.name!r} (a tree allows one)")
+            parent_joint[j.child] = j
+        for j in joints:
+            if j.type is JointType.FLOATING and j.parent != WORLD:
+                raise ModelError(f"joint {j.name!r} of link {j.child!r}: a floating joint must have parent "
+                                 f"{WORLD!r}, got {j.parent!r}")
+        roots = [x.name for x in links if x.name not in parent_joint]
+        world_children = [j.child for j in joints if j.parent == WORLD]
+        bases = roots + world_children
+        # Cycle detection: walk parents from every link.
+        for link in links:
+            path, cur = [link.name], link.name
+            while cur in parent_joint and parent_joint[cur].parent != WORLD:
+                cur = parent_joint[cur].parent
+                if cur in path:
+                    cyc = " -> ".join(path[path.index(cur):] + [cur])
+                    raise ModelError(f"joints form a cycle through links {cyc} (joint "
+                                     f"{parent_joint[link.name].name!r})")
+                path.append(cur)
+        if len(bases) != 1:
+            raise ModelError(f"model {self.name!r}: expected exactly one base link (no parent joint, or a "
+                             f"joint to {WORLD!r}), found {len(bases)}: {sorted(bases)}")
+        self.base = bases[0]
+        # Topological order: breadth-first from the base, keeping the user's order among siblings.
+        children: dict[str, list[Joint]] = {}
+        for j in joints:
+            children.setdefault(j.parent, []).append(j)
+        order: list[Joint] = list(children.get(WORLD, []))
+        frontier = [self.base]
+        while frontier:
+            nxt = []
+            for name in frontier:
+                for j in children.get(name, []):
+                    order.append(j)
+                    nxt.append(j.child)
+            frontier = nxt
+        link_order = [self.base] + [j.child for j in order if j.child != self.base]
+        self.links: tuple[Link, ...] = tuple(by_name[n] for n in link_order)
+        self.joints: tuple[Joint, ...] = tuple(order)
+        self._link_index = {x.name: i for i, x in enumerate(self.links)}
+        self._joint_index = {j.name: i for i, j in enumerate(self.joints)}
+        self.parent_joint = dict(parent_joint)
+        self.gravity = _vec3(gravity, f"model {self.name!r}: gravity")
+        self.gravity.setflags(write=False)
+        names: list[str] = []
+        self.joint_q_index: dict[str, slice] = {}
+        for j in self.joints:
+            start = len(names)
+            names.extend(n for _, _, n in j.elementary())
+            self.joint_q_index[j.name] = slice(start, len(names))
+        if len(set(names)) != len(names):
+            dup = sorted({n for n in names if names.count(n) > 1})
+            raise ModelError(f"model {self.name!r}: coordinate names collide: {dup}")
+        self.dof_names: tuple[str, ...] = tuple(names)
+        self.cache: dict = {}
+
+    # -- sizes and look-ups ------------------------------------------------------------------------
+    @property
+    def nq(self) -> int:
+        """Number of generalised coordinates (= number of velocities)."""
+        return len(self.dof_names)
+
+    @property
+    def nlinks(self) -> int:
+        return len(self.links)
+
+    @property
+    def total_mass(self) -> float:
+        return float(sum(x.mass for x in self.links))
+
+    @property
+    def has_floating_base(self) -> bool:
+        return any(j.type is JointType.FLOATING for j in self.joints)
+
+    def link(self, name: str) -> Link:
+        try:
+            return self.links[self._link_index[name]]
+        except KeyError:
+            raise KeyError(f"model {self.name!r} has no link {name!r} (links: "
+                           f"{', '.join(x.name for x in self.links)})") from None
+
+    def link_index(self, name: str) -> int:
+        self.link(name)
+        return self._link_index[name]
+
+    def joint(self, name: str) -> Joint:
+        try:
+            return self.joints[self._joint_index[name]]
+        except KeyError:
+            raise KeyError(f"model {self.name!r} has no joint {name!r} (joints: "
+                           f"{', '.join(j.name for j in self.joints)})") from None
+
+    def dof_index(self, name: str) -> int:
+        try:
+            return self.dof_names.index(name)
+        except ValueError:
+            raise KeyError(f"model {self.name!r} has no coordinate {name!r}") from None
+
+    @property
+    def contact_points(self) -> list[tuple[int, np.ndarray]]:
+        """All contact points as (link index, point in link frame), in link order."""
+        return [(i, p) for i, x in enumerate(self.links) for p in x.contact_points]
+
+    @property
+    def n_contacts(self) -> int:
+        return sum(len(x.contact_points) for x in self.links)
+
+    def check_state(self, q, what: str = "q") -> np.ndarray:
+        """Return ``q`` as a float vector of length ``nq``; raise ValueError naming what is wrong."""
+        a = np.asarray(q, dtype=float)
+        if a.ndim != 1 or a.shape[0] != self.nq:
+            raise ValueError(f"{what}: expected a vector of length nq={self.nq} for model {self.name!r}, "
+                             f"got shape {a.shape}")
+        bad = np.flatnonzero(~np.isfinite(a))
+        if bad.size:
+            raise ValueError(f"{what}: non-finite value {a[bad[0]]} at coordinate {self.dof_names[bad[0]]!r}")
+        return a
+
+    def __repr__(self) -> str:
+        return (f"ArticulatedBody({self.name!r}, links={self.nlinks}, joints={len(self.joints)}, "
+                f"nq={self.nq})")

@@ -1,0 +1,199 @@
+"""The plug-in manager: loads built-in and third-party plug-ins and looks them up by family and name."""
+
+from __future__ import annotations
+
+import importlib.metadata
+import threading
+from types import ModuleType
+from typing import Any, Iterable
+
+import pluggy
+
+from . import hookspecs
+from .hookspecs import PROJECT, PluginInfo
+
+FAMILIES: dict[str, str] = {
+    "force": "pbf_force_models",
+    "dynamics": "pbf_dynamics",
+    "fd": "pbf_forward_dynamics",
+    "integrator": "pbf_integrators",
+    "solver": "pbf_solvers",
+    "backend": "pbf_backends",
+}
+"""Family name -> the hook that offers it."""
+
+_FAMILY_WORDS = {"force": "force model", "dynamics": "dynamics function", "fd": "forward-dynamics algorithm",
+                 "integrator": "integrator", "solver": "solver", "backend": "backend"}
+
+
+class PluginError(RuntimeError):
+    """A plug-in could not be loaded or offered something malformed; the message names the plug-in."""
+
+
+class UnknownPluginError(KeyError):
+    """No plug-in of that name in the family; the message lists the available names."""
+
+    def __str__(self) -> str:  # KeyError quotes its message; show it plainly
+        return str(self.args[0]) if self.args else ""
+
+
+class Registry:
+    """Plug-ins by family and name.
+
+    Args:
+        entry_points: load the ``pbframework`` entry-point group (built-ins and installed plug-ins).
+        plugins: extra plug-in objects (modules or instances with ``@hookimpl`` functions) to register.
+    """
+
+    def __init__(self, entry_points: bool = True, plugins: Iterable[Any] = ()) -> None:
+        self.pm = pluggy.PluginManager(PROJECT)
+        self.pm.add_hookspecs(hookspecs)
+        self._entries: dict[str, dict[str, tuple[PluginInfo, str]]] | None = None
+        self._lock = threading.RLock()
+        if entry_points:
+            self._load_entry_points()
+        for p in plugins:
+            self.register(p)
+
+    # -- loading ----------------------------------------------------------------------------------------
+    def _load_entry_points(self) -> None:
+        eps = importlib.metadata.entry_points(group=PROJECT)
+        seen: set[str] = set()
+        for ep in sorted(eps, key=lambda e: e.name):
+            if ep.value in seen:  # the same module installed twice (editable + regular): load once
+                continue
+            seen.add(ep.value)
+            try:
+                obj = ep.load()
+            except Exception as exc:  # noqa: BLE001 - reported with the plug-in's name
+                raise PluginError(f"plug-in {ep.name!r} ({ep.value}) failed to import: "
+                                  f"{type(exc).__name__}: {exc}") from exc
+            self.register(obj, name=ep.name)
+
+    def register(self, plugin: Any, name: str | None = None) -> str:
+        """Register a plug-in object (module or instance with ``@hookimpl`` functions).
+
+        Raises:
+            PluginError: a hook implementation is misspelt or has unexpected arguments.
+        """
+        name = name or getattr(plugin, "__name__", None) or type(plugin).__name__
+        with self._lock:
+            try:
+                self.pm.register(plugin, name=name)
+            except ValueError as exc:
+                raise PluginError(f"plug-in {name!r}: {exc}") from exc
+            except pluggy.PluginValidationError as exc:
+                raise PluginError(f"plug-in {name!r} has a malformed hook implementation: {exc}") from exc
+            unknown = [h for h in dir(plugin) if h.startswith("pbf_") and h not in FAMILIES.values()
+                       and self.pm.parse_hookimpl_opts(plugin, h) is not None]
+            if unknown:
+                self.pm.unregister(plugin)
+                raise PluginError(f"plug-in {name!r} implements unknown hook(s) {unknown} (known hooks: "
+                                  f"{', '.join(sorted(FAMILIES.values()))})")
+            self._entries = None
+        return name
+
+    def unregister(self, name: str) -> None:
+        with self._lock:
+            self.pm.unregister(name=name)
+            self._entries = None
+
+    def _collect(self) -> dict[str, dict[str, tuple[PluginInfo, str]]]:
+        with self._lock:
+            if self._entries is not None:
+                return self._entries
+            entries: dict[str, dict[str, tuple[PluginInfo, str]]] = {f: {} for f in FAMILIES}
+            for family, hook_name in FAMILIES.items():
+                hook = getattr(self.pm.hook, hook_name)
+                for impl in hook.get_hookimpls():
+                    owner = self.pm.get_name(impl.plugin) or repr(impl.plugin)
+                    try:
+                        result = impl.function()
+                    except Exception as exc:  # noqa: BLE001 - reported with the plug-in's name
+                        raise PluginError(f"plug-in {owner!r}: {hook_name}() raised "
+                                          f"{type(exc).__name__}: {exc}") from exc
+                    if result is None:
+                        continue
+                    if isinstance(result, PluginInfo) or not isinstance(result, (list, tuple)):
+                        raise PluginError(f"plug-in {owner!r}: {hook_name}() must return a list of PluginInfo, "
+                                          f"got {type(result).__name__}")
+                    for info in result:
+                        self._check(info, owner, hook_name)
+                        if info.name in entries[family]:
+                            other = entries[family][info.name][1]
+                            raise PluginError(f"{_FAMILY_WORDS[family]} {info.name!r} is offered twice: by "
+                                              f"plug-in {other!r} and by plug-in {owner!r}")
+                        entries[family][info.name] = (info, owner)
+            self._entries = entries
+            return entries
+
+    @staticmethod
+    def _check(info: Any, owner: str, hook_name: str) -> None:
+        if not isinstance(info, PluginInfo):
+            raise PluginError(f"plug-in {owner!r}: {hook_name}() returned {type(info).__name__}, expected "
+                              f"pbframework.PluginInfo")
+        if not isinstance(info.name, str) or not info.name.isidentifier():
+            raise PluginError(f"plug-in {owner!r}: {hook_name}() offers an invalid name {info.name!r} "
+                              f"(use an identifier such as 'my_drag')")
+        if not callable(info.build):
+            raise PluginError(f"plug-in {owner!r}: {info.name!r} has a non-callable build "
+                              f"({type(info.build).__name__})")
+        if not isinstance(info.description, str) or not info.description.strip():
+            raise PluginError(f"plug-in {owner!r}: {info.name!r} needs a one-line description")
+
+    # -- look-up --------------------------------------------------------------------------------------
+    def _family(self, family: str) -> dict[str, tuple[PluginInfo, str]]:
+        if family not in FAMILIES:
+            raise ValueError(f"unknown plug-in family {family!r} (families: {', '.join(FAMILIES)})")
+        return self._collect()[family]
+
+    def get(self, family: str, name: str) -> PluginInfo:
+        """The plug-in ``name`` of ``family``; :class:`UnknownPluginError` lists the available names."""
+        entries = self._family(family)
+        if name not in entries:
+            avail = ", ".join(sorted(entries)) or "none"
+            raise UnknownPluginError(f"unknown {_FAMILY_WORDS[family]} {name!r} (available: {avail})")
+        return entries[name][0]
+
+    def names(self, family: str) -> list[str]:
+        return sorted(self._family(family))
+
+    def owner(self, family: str, name: str) -> str:
+        self.get(family, name)
+        return self._family(family)[name][1]
+
+    def all(self) -> list[tuple[str, PluginInfo, str]]:
+        """Every registered plug-in as (family, info, owning plug-in name), sorted."""
+        return [(f, info, owner) for f in FAMILIES for _, (info, owner) in sorted(self._family(f).items())]
+
+
+_default: Registry | None = None
+_default_lock = threading.Lock()
+
+
+def registry() -> Registry:
+    """The process-wide registry (built on first use from the ``pbframework`` entry points)."""
+    global _default
+    with _default_lock:
+        if _default is None:
+            _default = Registry()
+        return _default
+
+
+def get_plugin(family: str, name: str) -> PluginInfo:
+    """Shortcut for ``registry().get(family, name)``."""
+    return registry().get(family, name)
+
+
+def available(family: str) -> list[str]:
+    """Names registered in ``family``."""
+    return registry().names(family)
+
+
+def register(plugin: ModuleType | Any, name: str | None = None) -> str:
+    """Register a plug-in object at run time (in addition to the installed entry points)."""
+    return registry().register(plugin, name=name)
+
+
+def unregister(name: str) -> None:
+    registry().unregister(name)
