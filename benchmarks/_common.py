@@ -1,0 +1,44 @@
+"""Helpers shared by the benchmark scripts: output folder, timing, growth-exponent fit, JSON."""
+
+from __future__ import annotations
+
+import json
+import statistics
+import time
+from pathlib import Path
+from typing import Callable, Sequence
+
+import numpy as np
+
+OUT = Path(__file__).resolve().parent / "out"
+
+
+def out_path(name: str) -> Path:
+    OUT.mkdir(parents=True, exist_ok=True)
+    return OUT / name
+
+
+def median_time(fn: Callable[[], object], repeats: int = 7, min_time: float = 0.05) -> float:
+    """Median wall time of one call of ``fn`` (each repeat loops until ``min_time`` has passed)."""
+    samples = []
+    for _ in range(repeats):
+        n, t0 = 0, time.perf_counter()
+        while True:
+            fn()
+            n += 1
+            elapsed = time.perf_counter() - t0
+            if elapsed >= min_time:
+                break
+        samples.append(elapsed / n)
+    return statistics.median(samples)
+
+
+def growth_exponent(ns: Sequence[float], values: Sequence[float]) -> float:
+    """Least-squares slope of log(value) against log(n)."""
+    return float(np.polyfit(np.log(np.asarray(ns, float)), np.log(np.asarray(values, float)), 1)[0])
+
+
+def write_json(name: str, data) -> Path:
+    path = out_path(name)
+    path.write_text(json.dumps(data, indent=2, default=float))
+    return path
