@@ -84,3 +84,18 @@ def test_dynamics_functions_come_from_plugins():
     assert "aba" in reg.names("fd")
     m = chain(2)
     assert D.rnea(m) is D.rnea(m)  # cached on the model
+
+
+def test_gravity_force_model_matches_gravity_torque(rng):
+    """The gravity plug-in's generalised force is -g(q) from RNEA, for numeric and symbolic q."""
+    import casadi as ca
+
+    model = pbf.models.spider()
+    grav = pbf.force_model("gravity")
+    q = rng.normal(size=model.nq)
+    expected = -np.array(D.gravity_torque(model)(q)).ravel()
+    np.testing.assert_allclose(np.array(grav.generalized_force(model, q, None, 0.0)).ravel(), expected,
+                               rtol=1e-12, atol=1e-12)
+    qs = ca.SX.sym("q", model.nq)
+    f = ca.Function("f", [qs], [grav.generalized_force(model, qs, None, 0.0)])
+    np.testing.assert_allclose(np.array(f(q)).ravel(), expected, rtol=1e-12, atol=1e-12)

@@ -43,7 +43,11 @@ class Gravity(ForceModel):
         return self.energy(model, q_next)
 
     def generalized_force(self, model, q, qd, t):
-        return -ca.gradient(self.energy(model, q), q)
+        key = ("gravity_force", self.scale)
+        if key not in model.cache:  # built once on fresh symbols, so q may be symbolic or numeric
+            qs = ca.SX.sym("q", model.nq)
+            model.cache[key] = ca.Function("gravity_force", [qs], [-ca.gradient(self.energy(model, qs), qs)])
+        return model.cache[key](q)
 
 
 @hookimpl
