@@ -1,0 +1,286 @@
+"""Build, cache and load emitted C (:mod:`pbframework.codegen.emit`).
+
+* :func:`build_shared` compiles a :class:`~pbframework.codegen.emit.CSource` into a shared library with the
+  system C compiler (``gcc``, ``-O1`` by default) and caches it under ``$PBF_CACHE_DIR`` or
+  ``~/.cache/pbframework`` (``$XDG_CACHE_HOME/pbframework`` when set), keyed by the sha256 of the source,
+  the compiler's version and the flags. An entry is a directory holding the library and ``meta.json``
+  (the library's size and sha256); it is built in a private temporary directory and moved into place with
+  one atomic ``rename``, so two processes building the same entry at once are safe (the loser discards its
+  copy). An entry whose library is missing, truncated or altered (size or hash mismatch) or fails to load
+  is discarded and rebuilt.
+* :func:`load_function` returns the compiled function as a ``casadi.Function`` (``casadi.external``).
+* :class:`BatchRunner` calls ``<f>_batch`` / ``<f>_repeat`` through ctypes on numpy arrays, with the work
+  arrays owned by the runner: the way to evaluate (or time) many instances without Python overhead per
+  instance.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Sequence
+
+import casadi as ca
+import numpy as np
+
+from .emit import CSource
+
+__all__ = ["BuildError", "Library", "build_shared", "cache_dir", "compiler_version", "load_function",
+           "BatchRunner"]
+
+DEFAULT_OPT = "-O1"
+
+
+class BuildError(RuntimeError):
+    """The C compiler failed or is missing; the message holds the command and the compiler's output."""
+
+
+def cache_dir() -> Path:
+    """Where built libraries are cached: ``$PBF_CACHE_DIR``, else ``$XDG_CACHE_HOME/pbframework``, else
+    ``~/.cache/pbframework``."""
+    env = os.environ.get("PBF_CACHE_DIR")
+    if env:
+        return Path(env)
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    return (Path(xdg) if xdg else Path.home() / ".cache") / "pbframework"
+
+
+_CC_VERSION: dict[str, str] = {}
+
+
+def compiler_version(cc: str = "gcc") -> str:
+    """First line of ``cc --version`` (part of the cache key)."""
+    if cc not in _CC_VERSION:
+        try:
+            out = subprocess.run([cc, "--version"], capture_output=True, text=True, check=True).stdout
+        except (OSError, subprocess.CalledProcessError) as exc:
+            raise BuildError(f"C compiler {cc!r} not found or not working ({exc}); install gcc or pass cc=") from exc
+        _CC_VERSION[cc] = out.splitlines()[0].strip() if out else cc
+    return _CC_VERSION[cc]
+
+
+@dataclass(frozen=True)
+class Library:
+    """A built shared library.
+
+    Attributes:
+        path: the ``.so`` file.
+        key: the cache key (sha256 of source, compiler version and flags).
+        functions: exported function names.
+        compile_seconds: wall time of the compiler run in this call (0 when found in the cache).
+        cached: whether it came from the cache.
+        flags: the compiler flags used.
+        build_seconds: wall time of the compiler run that built the entry (recorded in its meta.json).
+    """
+
+    path: Path
+    key: str
+    functions: tuple[str, ...]
+    compile_seconds: float
+    cached: bool
+    flags: tuple[str, ...]
+    build_seconds: float = 0.0
+
+
+def _sha256_file(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _entry_ok(entry: Path, libname: str) -> float | None:
+    """The recorded compile time of a valid entry, None if the entry is missing, truncated or altered."""
+    lib, meta = entry / libname, entry / "meta.json"
+    try:
+        info = json.loads(meta.read_text())
+        if lib.stat().st_size == info["size"] and _sha256_file(lib) == info["sha256"]:
+            return float(info.get("compile_seconds", 0.0))
+    except (OSError, ValueError, KeyError, TypeError):
+        pass
+    return None
+
+
+def _discard(entry: Path) -> None:
+    """Move a bad entry aside atomically, then delete it (a concurrent reader never sees half of it)."""
+    trash = entry.with_name(f"{entry.name}.bad.{os.getpid()}.{time.monotonic_ns()}")
+    try:
+        os.rename(entry, trash)
+    except OSError:
+        return
+    shutil.rmtree(trash, ignore_errors=True)
+
+
+def build_shared(source: CSource, *, opt: str = DEFAULT_OPT, flags: Sequence[str] = (), cc: str = "gcc",
+                 cache: Path | str | None = None, force: bool = False) -> Library:
+    """Compile ``source`` into a shared library, or return the cached one.
+
+    Args:
+        source: emitted C (:func:`~pbframework.codegen.emit.emit_c`).
+        opt: optimisation level flag (``-O0`` .. ``-O3``); ``-O1`` keeps compile time low on large graphs.
+        flags: extra compiler flags (for example ``("-march=native",)`` or ``("-Dcasadi_real=float",)``).
+        cc: the compiler.
+        cache: cache root (default :func:`cache_dir`).
+        force: rebuild even if a valid entry exists.
+
+    Raises:
+        BuildError: the compiler failed (its output is in the message).
+    """
+    all_flags = (opt, "-fPIC", "-shared", *flags)
+    version = compiler_version(cc)
+    key = hashlib.sha256("\0".join([source.sha256, cc, version, *all_flags]).encode()).hexdigest()[:32]
+    root = Path(cache) if cache is not None else cache_dir()
+    root.mkdir(parents=True, exist_ok=True)
+    entry = root / f"{source.name}-{key}"
+    libname = f"lib{source.name}.so"
+    if entry.exists() and not force:
+        recorded = _entry_ok(entry, libname)
+        if recorded is not None:
+            return Library(entry / libname, key, source.functions, 0.0, True, all_flags, recorded)
+        _discard(entry)
+    elif entry.exists():
+        _discard(entry)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{source.name}-", dir=root))
+    try:
+        src = tmp / f"{source.name}.c"
+        src.write_text(source.text)
+        cmd = [cc, *all_flags, str(src), "-o", str(tmp / libname), "-lm"]
+        t0 = time.perf_counter()
+        proc = subprocess.run(cmd, capture_output=True, text=True)
+        seconds = time.perf_counter() - t0
+        if proc.returncode != 0:
+            raise BuildError(f"compiling {source.name} failed: {' '.join(cmd)}\n{proc.stderr[-4000:]}")
+        lib = tmp / libname
+        (tmp / "meta.json").write_text(json.dumps({
+            "size": lib.stat().st_size, "sha256": _sha256_file(lib), "source_sha256": source.sha256,
+            "compiler": version, "flags": list(all_flags), "functions": list(source.functions),
+            "compile_seconds": seconds}))
+        try:
+            os.rename(tmp, entry)          # atomic publish; fails if another process published first
+        except OSError:
+            shutil.rmtree(tmp, ignore_errors=True)
+            recorded = _entry_ok(entry, libname)
+            if recorded is None:
+                raise BuildError(f"cache entry {entry} is invalid after a concurrent build; remove it and retry")
+            return Library(entry / libname, key, source.functions, seconds, True, all_flags, recorded)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return Library(entry / libname, key, source.functions, seconds, False, all_flags, seconds)
+
+
+def load_function(library: Library, name: str | None = None) -> ca.Function:
+    """The compiled function ``name`` (default: the first) as a ``casadi.Function`` (``casadi.external``)."""
+    fname = name or library.functions[0]
+    if fname not in library.functions:
+        raise KeyError(f"library {library.path.name} has no function {fname!r} (has: {', '.join(library.functions)})")
+    return ca.external(fname, str(library.path))
+
+
+_INT = ctypes.c_longlong
+_VOIDP_P = ctypes.POINTER(ctypes.c_void_p)
+
+
+class BatchRunner:
+    """Evaluate a compiled function on many instances through ``<f>_batch`` (ctypes, double precision).
+
+    Args:
+        library: the built library.
+        f: the ``casadi.Function`` it was generated from (for sizes); its name selects the C symbol.
+
+    ``runner(*inputs)`` takes per input a ``(N, nnz_in)`` array (or ``(nnz_in,)`` for N = 1) and returns
+    ``(N, nnz_out)`` arrays. ``runner.time_per_call(inputs, reps)`` runs ``<f>_repeat`` and returns
+    seconds per instance, measured around one C loop. The runner owns the work arrays and its pointer
+    buffers: one runner per thread.
+    """
+
+    def __init__(self, library: Library, f: ca.Function):
+        self.f = f
+        self.name = f.name()
+        if self.name not in library.functions:
+            raise KeyError(f"library {library.path.name} has no function {self.name!r}")
+        self.lib = ctypes.CDLL(str(library.path))
+        sz = [_INT() for _ in range(4)]
+        work = getattr(self.lib, f"{self.name}_work")
+        work.argtypes = [ctypes.POINTER(_INT)] * 4
+        work(*[ctypes.byref(x) for x in sz])
+        self.iw = np.zeros(max(sz[2].value, 1), dtype=np.int64)
+        self.w = np.zeros(max(sz[3].value, 1), dtype=np.float64)
+        self._batch = getattr(self.lib, f"{self.name}_batch")
+        self._batch.argtypes = [_INT, _VOIDP_P, _VOIDP_P, ctypes.c_void_p, ctypes.c_void_p]
+        self._batch.restype = ctypes.c_int
+        self._repeat = getattr(self.lib, f"{self.name}_repeat")
+        self._repeat.argtypes = [_INT, _INT, _VOIDP_P, _VOIDP_P, ctypes.c_void_p, ctypes.c_void_p]
+        self._repeat.restype = ctypes.c_int
+        self.nnz_in = [f.nnz_in(j) for j in range(f.n_in())]
+        self.nnz_out = [f.nnz_out(j) for j in range(f.n_out())]
+        self._arg = (ctypes.c_void_p * max(len(self.nnz_in), 1))()
+        self._res = (ctypes.c_void_p * max(len(self.nnz_out), 1))()
+        self._iw_p, self._w_p = self.iw.ctypes.data, self.w.ctypes.data
+
+    def _prepare(self, inputs: Sequence[np.ndarray]) -> tuple[int, list[np.ndarray], list[np.ndarray]]:
+        if len(inputs) != len(self.nnz_in):
+            raise ValueError(f"{self.name}: expected {len(self.nnz_in)} inputs, got {len(inputs)}")
+        keep = []
+        N = -1
+        for j, x in enumerate(inputs):
+            a = x if (type(x) is np.ndarray and x.dtype == np.float64 and x.flags.c_contiguous) \
+                else np.ascontiguousarray(x, dtype=np.float64)
+            if a.ndim == 1:
+                a = a.reshape(1, -1)
+            if a.ndim != 2 or a.shape[1] != self.nnz_in[j]:
+                raise ValueError(f"{self.name}: input {j} needs {self.nnz_in[j]} values per instance, got shape "
+                                 f"{np.shape(x)}")
+            if N < 0:
+                N = a.shape[0]
+            elif a.shape[0] != N:
+                raise ValueError(f"{self.name}: inputs have different batch sizes ({N} and {a.shape[0]})")
+            self._arg[j] = a.ctypes.data
+            keep.append(a)
+        outs = [np.empty((N, k)) for k in self.nnz_out]
+        for o, out in enumerate(outs):
+            self._res[o] = out.ctypes.data
+        return N, keep, outs
+
+    def __call__(self, *inputs: np.ndarray) -> list[np.ndarray]:
+        N, _keep, outs = self._prepare(inputs)
+        if self._batch(N, self._arg, self._res, self._iw_p, self._w_p):
+            raise RuntimeError(f"{self.name}_batch returned an error")
+        return outs
+
+    def bind(self, *inputs: np.ndarray):
+        """A zero-argument callable evaluating the batch on these (kept) inputs into fixed output arrays:
+        one ctypes call, no per-call array handling. For timing batch calls from Python.
+
+        Returns:
+            ``call() -> list of output arrays`` (the same arrays on every call, overwritten).
+        """
+        N, keep, outs = self._prepare(inputs)
+        arg = (ctypes.c_void_p * len(self._arg))(*self._arg)
+        res = (ctypes.c_void_p * len(self._res))(*self._res)
+        batch, iw, w, name = self._batch, self._iw_p, self._w_p, self.name
+
+        def call() -> list[np.ndarray]:
+            if batch(N, arg, res, iw, w):
+                raise RuntimeError(f"{name}_batch returned an error")
+            return outs
+
+        call.inputs = keep  # type: ignore[attr-defined]  # keep the arrays alive
+        return call
+
+    def time_per_call(self, inputs: Sequence[np.ndarray], reps: int) -> float:
+        """Seconds per instance: one ``<f>_repeat(reps, N)`` C loop timed as a whole, divided by ``reps * N``."""
+        N, _keep, _outs = self._prepare(inputs)
+        t0 = time.perf_counter()
+        if self._repeat(reps, N, self._arg, self._res, self._iw_p, self._w_p):
+            raise RuntimeError(f"{self.name}_repeat returned an error")
+        return (time.perf_counter() - t0) / (reps * N)
