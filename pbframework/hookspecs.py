@@ -106,9 +106,14 @@ def pbf_forward_dynamics() -> list[PluginInfo]:
 
     Returns:
         A list of :class:`PluginInfo` whose ``build(model)`` returns a ``casadi.Function`` with inputs
-        ``(q, qd, tau)`` (each of length ``model.nq``) and output ``qdd``. ``meta["depth"]`` may hold a
-        callable ``n -> number of sequential levels`` for the scaling benchmark. Selected by
-        ``pbframework.dynamics.forward_dynamics(model, algorithm=name)``.
+        ``(q, qd, tau)`` (each of length ``model.nq``) and output ``qdd``. Selected by
+        ``pbframework.dynamics.forward_dynamics(model, algorithm=name)``. Optional ``meta`` keys:
+
+        - ``"depth"``: a callable ``depth(n, schedule="parallel") -> int``, the number of sequential
+          levels (data-parallel launches) on a chain of ``n`` coordinates; ``schedule`` is a
+          :class:`pbframework.scan.Schedule` or its name (``"sequential"`` / ``"parallel"``).
+        - ``"trees"``: ``True`` when branching models are supported (``False``: serial chains only; the
+          build raises a ``ModelError`` naming the branching link).
 
     Called once, when the registry is first used. All implementations are collected.
     """

@@ -9,4 +9,4 @@ from pbframework.hookspecs import PluginInfo, hookimpl
 @hookimpl
 def pbf_forward_dynamics():
     return [PluginInfo("aba", "articulated body algorithm (q, qd, tau) -> qdd, recursive, O(N)",
-                       dynamics.build_aba, meta={"depth": lambda n: 3 * n})]
+                       dynamics.build_aba, meta={"depth": lambda n, schedule="sequential": 3 * n, "trees": True})]
