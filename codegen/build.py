@@ -284,3 +284,62 @@ class BatchRunner:
         if self._repeat(reps, N, self._arg, self._res, self._iw_p, self._w_p):
             raise RuntimeError(f"{self.name}_repeat returned an error")
         return (time.perf_counter() - t0) / (reps * N)
+
+
+# ---- cache inspection (added by the native-backend work: `pbf cache info` / `pbf cache clear`) ----------
+
+@dataclass(frozen=True)
+class CacheEntry:
+    """One cached library: its directory, unit name, size on disk, validity and recorded compile time."""
+
+    path: Path
+    name: str
+    bytes: int
+    valid: bool
+    compile_seconds: float
+
+
+def cache_entries(cache: Path | str | None = None) -> list[CacheEntry]:
+    """Every entry under the cache root (temporary and discarded directories excluded)."""
+    root = Path(cache) if cache is not None else cache_dir()
+    out = []
+    if not root.is_dir():
+        return out
+    for entry in sorted(root.iterdir()):
+        if not entry.is_dir() or entry.name.startswith(".") or ".bad." in entry.name:
+            continue
+        name = entry.name.rsplit("-", 1)[0]
+        size = sum(f.stat().st_size for f in entry.iterdir() if f.is_file())
+        recorded = _entry_ok(entry, f"lib{name}.so")
+        out.append(CacheEntry(entry, name, size, recorded is not None, recorded or 0.0))
+    return out
+
+
+def cache_info(cache: Path | str | None = None) -> dict:
+    """``{"path", "entries", "bytes", "invalid", "compile_seconds"}`` of the cache (compile_seconds: the
+    recorded compile time the valid entries saved on each reuse)."""
+    entries = cache_entries(cache)
+    return {"path": str(Path(cache) if cache is not None else cache_dir()), "entries": len(entries),
+            "bytes": sum(e.bytes for e in entries), "invalid": sum(not e.valid for e in entries),
+            "compile_seconds": sum(e.compile_seconds for e in entries if e.valid)}
+
+
+def cache_clear(cache: Path | str | None = None) -> int:
+    """Remove every cached library (each entry is renamed aside first, so a process reading it is not left
+    with half an entry); returns the number of entries removed."""
+    root = Path(cache) if cache is not None else cache_dir()
+    n = 0
+    if not root.is_dir():
+        return 0
+    for entry in list(root.iterdir()):
+        if not entry.is_dir() or entry.name.startswith("."):    # ".<name>-*": a build in progress
+            continue
+        if ".bad." in entry.name:
+            shutil.rmtree(entry, ignore_errors=True)
+            continue
+        _discard(entry)
+        n += 1
+    return n
+
+
+__all__ += ["CacheEntry", "cache_entries", "cache_info", "cache_clear"]

@@ -11,6 +11,9 @@ from .hookspecs import PluginInfo, hookimpl
 from .io import load_mjcf, load_urdf
 from .model import WORLD, ArticulatedBody, Joint, JointType, Link, ModelError, transform
 from .registry import PluginError, UnknownPluginError, available, get_plugin, register, registry
+from .result import BatchTrajectory, Trajectory
+from .simulate import FailurePolicy, Simulator, StepFailure
+from .step import Objective, ProblemKind, SolveResult, StepConfig, StepError, StepProblem, build_step
 
 __version__ = "0.1.0"
 
@@ -21,5 +24,7 @@ __all__ = [
     "ForceForm", "ForceModel", "force_model",
     "PluginInfo", "hookimpl", "PluginError", "UnknownPluginError",
     "registry", "get_plugin", "available", "register",
+    "Simulator", "Trajectory", "BatchTrajectory", "FailurePolicy", "StepFailure",
+    "StepConfig", "StepProblem", "StepError", "ProblemKind", "Objective", "SolveResult", "build_step",
     "__version__",
 ]

@@ -71,6 +71,27 @@ class ForceModel:
         """Potential energy at ``q`` for conservative models, else ``None``."""
         return None
 
+    # -- per-step numeric inputs (for forces computed by arbitrary Python code, e.g. a controller) ----------
+    def n_inputs(self, model: ArticulatedBody) -> int:
+        """Length of the numeric input vector ``u`` this model reads every step (default 0: none).
+
+        A Python callback cannot live inside a CasADi graph, so a model whose force comes from one (a
+        controller) declares ``n_inputs(model) = m > 0``. An integrator then creates a symbol ``u``
+        (m x 1, of the same symbolic type as ``q``), adds it to the step problem's parameters, and calls
+        ``potential(..., t, u=u)`` and ``generalized_force(..., t, u=u)`` (the keyword is passed only to
+        models with ``m > 0``). Before each step the simulator evaluates :meth:`input_values` at the state
+        the step starts from and sets ``u`` to the result.
+        """
+        return 0
+
+    def input_values(self, model: ArticulatedBody, t: float, q, qd):
+        """Numeric inputs (length :meth:`n_inputs`) for the step starting at time ``t`` in state ``(q, qd)``.
+
+        ``q`` and ``qd`` are NumPy arrays of length ``nq``. Called by the simulator once per step, outside
+        the CasADi graph, so arbitrary Python code may run here.
+        """
+        raise TypeError(f"force model {self.name!r} reads no inputs (n_inputs is 0)")
+
     def __repr__(self) -> str:
         args = ", ".join(f"{k}={v!r}" for k, v in self.params().items())
         return f"{type(self).__name__}({args})"

@@ -1,0 +1,223 @@
+"""Seed 000 Fig. 2 (a, b): total energy against time on CHAIN-10 and CHAIN-100, plus PBAD stability at
+large steps.
+
+Part 1 (Fig. 2): the CHAIN-N benchmark of DESIGN.md (start at rest, z-angles 0.3 rad, gravity, 10 s) with
+forward Euler, semi-implicit Euler (seed 000 Eq. 3), RK2, RK3 and RK4 on ABA at dt = 2.5 ms (the figure's
+step), and PBAD orders 2 (energy form, ``lm``) and 3 (collocation, ``jtj_lm``). PBAD's step is 2.5 ms on
+CHAIN-10 and, by default, 10 ms on CHAIN-100 (order-3 collocation of a 200-DOF chain at 2.5 ms is ~4000
+solves with a 400 x 400 Jacobian: ``--pbad-dt 100:0.0025`` runs the figure's step if you have the time).
+MuJoCo's RK4 at the same dt runs alongside as the peer when ``mujoco`` is installed.
+
+Part 2 (stability, the issue's must-show at full length): ``pbad`` order 2 with ``lm`` on CHAIN-10, -40 and
+-100 at dt = 0.05 and 0.1 for 10 s: diverged or not, and how far the total energy ever rises above its
+initial value, in percent of DESIGN.md's scale ``M g sum (i + 0.5) L``.
+
+Usage::
+
+    python benchmarks/energy.py                 # full: 10 s, both parts
+    python benchmarks/energy.py --quick         # 2 s, CHAIN-10 and CHAIN-40 instead of CHAIN-100
+    python benchmarks/energy.py --no-stability  # part 1 only
+
+Writes ``benchmarks/out/energy.json`` (every series and figure) and ``benchmarks/out/energy.png``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+import warnings
+from pathlib import Path
+
+import numpy as np
+
+import pbframework as pbf
+
+OUT = Path(__file__).resolve().parent / "out"
+NE_METHODS = ("forward_euler", "semi_implicit_euler", "rk2", "rk3", "rk4")
+
+
+def mujoco_chain_xml(n: int, dt: float, integrator: str) -> str:
+    """CHAIN-N in MJCF: two hinges per link (y then z, as our ball2 joint), DESIGN.md inertia, no contact."""
+    m = pbf.models.chain(1)
+    I = m.links[0].inertia
+    body = ""
+    for i in range(n - 1, -1, -1):
+        pos = "0 0 0" if i == 0 else "1 0 0"
+        body = (f'<body name="link{i}" pos="{pos}"><joint name="j{i}y" type="hinge" axis="0 1 0"/>'
+                f'<joint name="j{i}z" type="hinge" axis="0 0 1"/><inertial pos="0.5 0 0" mass="1" '
+                f'diaginertia="{float(I[0, 0])!r} {float(I[1, 1])!r} {float(I[2, 2])!r}"/>{body}</body>')
+    return (f'<mujoco><option timestep="{dt}" integrator="{integrator}" gravity="0 0 -9.81">'
+            f'<flag contact="disable"/></option><worldbody>{body}</worldbody></mujoco>')
+
+
+def run_mujoco(n: int, dt: float, duration: float, integrator: str, energy_fn, scale: float) -> dict | None:
+    """MuJoCo rollout; energy from pbframework's exact energy function on MuJoCo's (identical) coordinates."""
+    try:
+        import mujoco
+    except ImportError:
+        return None
+    model = mujoco.MjModel.from_xml_string(mujoco_chain_xml(n, dt, integrator))
+    data = mujoco.MjData(model)
+    chain = pbf.models.chain(n)
+    data.qpos[:] = pbf.models.chain_q0(chain)
+    steps = int(round(duration / dt))
+    Q, V = np.empty((steps + 1, model.nq)), np.empty((steps + 1, model.nv))
+    Q[0], V[0] = data.qpos, data.qvel
+    diverged_at = None
+    t0 = time.perf_counter()
+    for k in range(steps):
+        mujoco.mj_step(model, data)
+        Q[k + 1], V[k + 1] = data.qpos, data.qvel
+        if not np.all(np.isfinite(data.qvel)) or np.abs(data.qvel).max() > 1e4:
+            diverged_at = (k + 1) * dt
+            Q, V = Q[:k + 1], V[:k + 1]
+            break
+    wall = time.perf_counter() - t0
+    T, P = energy_fn(Q, V)
+    E = T + P
+    return {"name": f"mujoco_{integrator.lower()}", "dt": dt, "wall": wall, "diverged": diverged_at is not None,
+            "diverged_at": diverged_at, "t": (np.arange(len(E)) * dt), "E": E,
+            "error": float("inf") if diverged_at else float(np.max(np.abs(E - E[0])) / scale * 100),
+            "rise": float("inf") if diverged_at else float(np.max(E - E[0]) / scale * 100),
+            "iterations": 0.0, "build": 0.0}
+
+
+def run_pbf(model, integrator: str, dt: float, duration: float, order=None, solver="auto") -> dict:
+    t0 = time.perf_counter()
+    sim = pbf.Simulator(model, integrator, order=order, solver=solver, dt=dt)
+    build = time.perf_counter() - t0
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        tr = sim.rollout(pbf.models.chain_q0(model), None, duration=duration)
+    name = integrator if order is None or integrator != "pbad" else f"pbad{order}"
+    return {"name": name, "dt": dt, "wall": tr.wall_time, "build": build, "diverged": tr.diverged,
+            "diverged_at": tr.info["diverged_at"], "t": tr.t, "E": tr.energy, "error": tr.energy_error(),
+            "rise": tr.energy_rise(), "iterations": float(np.mean(tr.stats["iterations"])) if tr.steps else 0.0,
+            "unconverged": int((~tr.stats["converged"]).sum()), "halvings": int(tr.stats["halvings"].sum()),
+            "solver": tr.info["solver"]}
+
+
+def _downsample(t, E, n=2000):
+    k = max(1, len(t) // n)
+    return np.asarray(t)[::k].tolist(), np.asarray(E)[::k].tolist()
+
+
+def table(rows, title: str, scale: float) -> None:
+    print(f"\n{title}   (energy scale {scale:.1f} J)")
+    print(f"{'method':<22}{'dt [s]':>8}{'diverged':>12}{'max|E-E0| %':>14}{'max rise %':>12}{'wall [s]':>10}"
+          f"{'iter/step':>10}")
+    for r in rows:
+        div = f"at {r['diverged_at']:.2f}s" if r["diverged"] else "no"
+        err = "-" if r["diverged"] else f"{r['error']:.4g}"
+        rise = "-" if r["diverged"] else f"{r['rise']:+.4g}"
+        label = r["name"] + (f" ({r['solver']})" if r.get("solver") else "")
+        print(f"{label:<22}{r['dt']:>8.4g}{div:>12}{err:>14}{rise:>12}{r['wall']:>10.3g}{r['iterations']:>10.3g}")
+
+
+def fig2(chains, duration, ne_dt, pbad_dt) -> dict:
+    results = {}
+    for n in chains:
+        model = pbf.models.chain(n)
+        scale = pbf.models.chain_energy_scale(model)
+        rows = [run_pbf(model, name, ne_dt, duration) for name in NE_METHODS]
+        sim = pbf.Simulator(model, "rk4", dt=ne_dt)
+        mj = run_mujoco(n, ne_dt, duration, "RK4", sim.energy, scale)
+        if mj:
+            rows.append(mj)
+        pdt = pbad_dt.get(n, ne_dt)
+        rows.append(run_pbf(model, "pbad", pdt, duration, order=2, solver="lm"))
+        rows.append(run_pbf(model, "pbad", pdt, duration, order=3, solver="jtj_lm"))
+        table(rows, f"Fig. 2: CHAIN-{n}, {duration:g} s", scale)
+        ours = next(r for r in rows if r["name"] == "rk4")
+        if mj:
+            print(f"peer ratio, RK4 at dt={ne_dt}: pbframework wall / MuJoCo wall = "
+                  f"{ours['wall'] / max(mj['wall'], 1e-12):.2f}; energy error {ours['error']:.3g}% vs "
+                  f"{mj['error']:.3g}%")
+        results[n] = {"scale": scale, "rows": rows}
+    return results
+
+
+def stability(chains, dts, duration) -> list[dict]:
+    rows = []
+    for n in chains:
+        model = pbf.models.chain(n)
+        for dt in dts:
+            r = run_pbf(model, "pbad", dt, duration, order=2, solver="lm")
+            r["chain"] = n
+            rows.append(r)
+            print(f"  CHAIN-{n:<4} dt={dt:<5} diverged={'yes' if r['diverged'] else 'no':<4} "
+                  f"max rise {r['rise']:+.4f}%  max|E-E0| {r['error']:.3g}%  wall {r['wall']:.3g}s  "
+                  f"build {r['build']:.2g}s  iter/step {r['iterations']:.3g}  unconverged {r['unconverged']}  "
+                  f"halvings {r['halvings']}", flush=True)
+    return rows
+
+
+def plot(results, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, len(results), figsize=(6.5 * len(results), 4.5), squeeze=False)
+    for ax, (n, res), tag in zip(axes[0], results.items(), "abcd"):
+        for r in res["rows"]:
+            E = (np.asarray(r["E"]) - r["E"][0]) / res["scale"] * 100
+            ax.plot(r["t"], np.clip(E, -150, 150), label=f"{r['name']} dt={r['dt']:g}"
+                    + (" (diverged)" if r["diverged"] else ""), lw=1)
+        ax.set_ylim(-110, 110)
+        ax.set_title(f"({tag}) CHAIN-{n}: total energy")
+        ax.set_xlabel("t [s]")
+        ax.set_ylabel("E(t) - E(0)  [% of M g sum (i+0.5) L]")
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="2 s, CHAIN-10 and CHAIN-40")
+    ap.add_argument("--duration", type=float, default=None)
+    ap.add_argument("--ne-dt", type=float, default=0.0025)
+    ap.add_argument("--pbad-dt", default="10:0.0025,40:0.005,100:0.01",
+                    help="PBAD step per chain, e.g. 10:0.0025,100:0.01")
+    ap.add_argument("--chains", default=None, help="comma-separated N (default 10,100; quick 10,40)")
+    ap.add_argument("--no-stability", action="store_true")
+    ap.add_argument("--no-fig2", action="store_true")
+    args = ap.parse_args(argv)
+    duration = args.duration or (2.0 if args.quick else 10.0)
+    chains = [int(c) for c in (args.chains or ("10,40" if args.quick else "10,100")).split(",")]
+    pbad_dt = {int(k): float(v) for k, v in (kv.split(":") for kv in args.pbad_dt.split(","))}
+    OUT.mkdir(parents=True, exist_ok=True)
+    out = {"duration": duration, "ne_dt": args.ne_dt, "pbad_dt": pbad_dt}
+    if not args.no_fig2:
+        results = fig2(chains, duration, args.ne_dt, pbad_dt)
+        plot(results, OUT / "energy.png")
+        out["fig2"] = {str(n): {"scale": res["scale"], "rows": [
+            {**{k: v for k, v in r.items() if k not in ("t", "E")},
+             **dict(zip(("t", "E"), _downsample(r["t"], r["E"])))} for r in res["rows"]]}
+            for n, res in results.items()}
+        print(f"\nwrote {OUT / 'energy.png'}")
+    if not args.no_stability:
+        st_chains = [10, 40] if args.quick else [10, 40, 100]
+        print(f"\nStability: pbad order 2 (lm), {duration:g} s; max rise must stay <= 1% of the scale")
+        rows = stability(st_chains, [0.05, 0.1], duration)
+        out["stability"] = [{k: v for k, v in r.items() if k not in ("t", "E")} for r in rows]
+        ok = all(not r["diverged"] and r["rise"] <= 1.0 for r in rows)
+        print(f"stability criterion met: {'yes' if ok else 'NO'}")
+    (OUT / "energy.json").write_text(json.dumps(out, default=_json, indent=1))
+    print(f"wrote {OUT / 'energy.json'}")
+    return 0
+
+
+def _json(o):
+    if isinstance(o, np.ndarray):
+        return o.tolist()
+    if isinstance(o, np.generic):
+        return o.item()
+    return str(o)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

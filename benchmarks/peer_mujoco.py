@@ -1,0 +1,295 @@
+"""MuJoCo against pbframework on CHAIN-10 and CHAIN-40 (DESIGN.md "Canonical benchmarks"), 10 s each.
+
+Both simulators run the same chain (MJCF built here with DESIGN.md's inertia; ball joints as two hinges,
+y then z; contacts off, no damping) from the same state, measured in the same run on this machine:
+
+* MuJoCo: RK4, Euler (semi-implicit) and implicitfast at several dt. Wall time: one native
+  ``mujoco.rollout`` call on one thread, energy computation switched off. Energy error: a second,
+  Python-stepped pass with ``mjENBL_ENERGY`` (``mj_energyPos`` + ``mj_energyVel`` every step); a run is
+  *diverged* when MuJoCo reports a bad qacc / qpos (it then resets the state) or the energy is not finite.
+* pbframework: ``pbad`` orders 2-4 (solver ``auto``: ``lm`` on the order-2 energy, ``jtj_lm`` on the
+  residuals of orders 3-4), dt from 0.01 to 0.1, ``backend="c"``. Wall time: the native rollout (the
+  build and the energy evaluation are not included; build times are printed separately). A run that
+  exceeds ``--max-run-seconds`` is stopped and reported as a timeout.
+
+Energy error (DESIGN.md): ``max_t |E(t) - E(0)|`` in percent of ``M g sum_i (i + 0.5) L``; pbframework's
+energy is the Simulator's (exact potential, the integrator's kinetic energy).
+
+Ratios at matched error: for every MuJoCo run that did not diverge, the fastest pbframework run with the
+same or a smaller energy error; ``ratio = wall(pbframework) / wall(MuJoCo)``. Targets (the issue): at
+most 1/3 on CHAIN-10 at every error level MuJoCo reaches; on CHAIN-40, against RK4 at 0.2 ms, at most 1/10.
+
+Writes ``benchmarks/out/peer_mujoco.json`` and ``benchmarks/out/peer_mujoco.png``.
+
+    python benchmarks/peer_mujoco.py                  # CHAIN-10 and CHAIN-40, 10 s
+    python benchmarks/peer_mujoco.py --links 10 --duration 2 --max-run-seconds 20   # quick look
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import sys
+import time
+import warnings
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import out_path, write_json  # noqa: E402
+
+import pbframework as pbf  # noqa: E402
+
+MJ_DTS = {"RK4": (0.0002, 0.0005, 0.001, 0.0025), "Euler": (0.0001, 0.0002, 0.0005, 0.001),
+          "implicitfast": (0.0001, 0.0002, 0.0005, 0.001)}
+PBF_ORDERS = (2, 3, 4)
+PBF_DTS = (0.01, 0.02, 0.05, 0.1)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# MuJoCo
+# ---------------------------------------------------------------------------------------------------------
+
+def chain_mjcf(model: pbf.ArticulatedBody, integrator: str, dt: float, energy: bool) -> str:
+    """CHAIN-N of ``model`` (a :func:`pbframework.models.chain`) in MJCF: same masses, centres of mass and
+    inertias, joints hinge-y then hinge-z at each parent's tip, contacts disabled, no damping."""
+    bodies = ""
+    links = list(model.links)
+    for i in reversed(range(len(links))):
+        link = links[i]
+        I = np.diag(link.inertia)
+        pos = "0 0 0" if i == 0 else f"{2 * links[i - 1].com[0]:.17g} 0 0"
+        bodies = (f'<body name="{link.name}" pos="{pos}">'
+                  f'<joint name="{link.name}_y" type="hinge" axis="0 1 0"/>'
+                  f'<joint name="{link.name}_z" type="hinge" axis="0 0 1"/>'
+                  f'<inertial pos="{link.com[0]:.17g} {link.com[1]:.17g} {link.com[2]:.17g}" mass="{link.mass:.17g}" '
+                  f'diaginertia="{I[0]:.17g} {I[1]:.17g} {I[2]:.17g}"/>' + bodies + "</body>")
+    g = model.gravity
+    flags = '<flag contact="disable" energy="enable"/>' if energy else '<flag contact="disable"/>'
+    return (f'<mujoco model="{model.name}"><option timestep="{float(dt)!r}" integrator="{integrator}" '
+            f'gravity="{float(g[0])!r} {float(g[1])!r} {float(g[2])!r}">{flags}</option><worldbody>{bodies}</worldbody></mujoco>')
+
+
+def mujoco_run(model: pbf.ArticulatedBody, q0: np.ndarray, integrator: str, dt: float, duration: float,
+               scale: float) -> dict:
+    import mujoco
+    import mujoco.rollout
+
+    nstep = int(round(duration / dt))
+    # timing pass: one native rollout, energy off
+    m = mujoco.MjModel.from_xml_string(chain_mjcf(model, integrator, dt, energy=False))
+    d = mujoco.MjData(m)
+    d.qpos[:] = q0
+    mujoco.mj_forward(m, d)
+    spec = mujoco.mjtState.mjSTATE_FULLPHYSICS
+    s0 = np.zeros(mujoco.mj_stateSize(m, spec))
+    mujoco.mj_getState(m, d, s0, spec)
+    t0 = time.perf_counter()
+    mujoco.rollout.rollout(m, d, s0[None], nstep=nstep)
+    wall = time.perf_counter() - t0
+    # accuracy pass: energy every step
+    me = mujoco.MjModel.from_xml_string(chain_mjcf(model, integrator, dt, energy=True))
+    de = mujoco.MjData(me)
+    de.qpos[:] = q0
+    mujoco.mj_forward(me, de)
+    E0 = de.energy[0] + de.energy[1]
+    err, diverged = 0.0, False
+    bad = (mujoco.mjtWarning.mjWARN_BADQACC, mujoco.mjtWarning.mjWARN_BADQPOS, mujoco.mjtWarning.mjWARN_BADQVEL)
+    for _ in range(nstep):
+        mujoco.mj_step(me, de)
+        E = de.energy[0] + de.energy[1]
+        if any(de.warning[w].number for w in bad) or not math.isfinite(E):
+            diverged = True
+            break
+        err = max(err, abs(E - E0))
+    return {"peer": "MuJoCo", "config": integrator, "dt": dt, "wall": wall,
+            "error": math.inf if diverged else 100.0 * err / scale, "diverged": diverged, "timeout": False}
+
+
+# ---------------------------------------------------------------------------------------------------------
+# pbframework
+# ---------------------------------------------------------------------------------------------------------
+
+def trajectory_energy(sim: pbf.Simulator, states: np.ndarray, dt: float) -> np.ndarray:
+    """The Simulator's energy of integrator states (exact potential; the problem's own kinetic energy where
+    it reports one, else ``qd^T M qd / 2``)."""
+    nq = sim.model.nq
+    T, V = sim.energy(states[:, :nq], states[:, nq:2 * nq])
+    if sim.problem.kinetic is not None:
+        T = np.asarray(sim.problem.kinetic.map(states.shape[0])(states.T, dt)).ravel()
+    return T + V
+
+
+def pbf_run(sim: pbf.Simulator, q0: np.ndarray, dt: float, duration: float, scale: float, max_seconds: float,
+            chunk_seconds: float = 0.1) -> dict:
+    """A rollout through the simulator's native runner (dt is a parameter of the compiled step, so one
+    library serves every dt) in pieces of ``chunk_seconds`` simulated time, so a run far slower than its
+    peers can be stopped; the pieces continue exactly (identical results)."""
+    steps = max(1, int(math.ceil(duration / dt - 1e-9)))
+    per = max(1, int(round(chunk_seconds / dt)))
+    runner = sim.runner
+    states, wall, done, iters, halv, unconv = [], 0.0, 0, 0, 0, 0
+    status, state = "done", None
+    while done < steps:
+        n = min(per, steps - done)
+        out = runner.rollout(q0, np.zeros(sim.model.nq), done * dt, dt, n, state=state)
+        wall += out.wall_time
+        states.append(out.states if not states else out.states[1:])
+        done += out.steps_done
+        iters += int(out.iterations.sum())
+        halv += int(out.halvings.sum())
+        unconv += int((~out.converged).sum())
+        if out.status != "done":
+            status = out.status
+            break
+        state = out.states[-1]
+        if wall > max_seconds and done < steps:
+            status = "timeout"
+            break
+    S = np.concatenate(states)
+    E = trajectory_energy(sim, S, dt)
+    diverged = status in ("diverged", "failed") or not np.all(np.isfinite(E))
+    err = math.inf if diverged else 100.0 * float(np.max(np.abs(E - E[0]))) / scale
+    return {"peer": "pbframework", "config": f"pbad{sim.problem.order}/{sim.solver_name}", "dt": dt,
+            "wall": wall, "error": err, "diverged": diverged, "timeout": status == "timeout",
+            "t_reached": done * dt, "iterations_per_step": iters / max(done, 1), "halvings": halv,
+            "unconverged_steps": unconv}
+
+
+# ---------------------------------------------------------------------------------------------------------
+
+def fmt_err(r: dict) -> str:
+    if r["diverged"]:
+        return "diverged"
+    return f"{r['error']:.3g}%" + (f" (to t={r['t_reached']:.2g} s)" if r.get("timeout") else "")
+
+
+def matched(mj_rows: list[dict], pbf_rows: list[dict], target: float) -> list[dict]:
+    ok = [r for r in pbf_rows if not r["diverged"] and not r["timeout"]]
+    out = []
+    for m in mj_rows:
+        if m["diverged"]:
+            continue
+        cands = [r for r in ok if r["error"] <= m["error"]]
+        best = min(cands, key=lambda r: r["wall"]) if cands else None
+        ratio = best["wall"] / m["wall"] if best else math.inf
+        out.append({"mujoco": f"{m['config']} dt={m['dt']}", "mujoco_error": m["error"], "mujoco_wall": m["wall"],
+                    "pbframework": f"{best['config']} dt={best['dt']}" if best else None,
+                    "pbframework_error": best["error"] if best else None,
+                    "pbframework_wall": best["wall"] if best else None, "ratio": ratio, "target": target,
+                    "met": ratio <= target})
+    return out
+
+
+def plot(results: dict, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, len(results), figsize=(6.5 * len(results), 4.8), squeeze=False)
+    markers = {"RK4": "o", "Euler": "s", "implicitfast": "^"}
+    for ax, (name, rows) in zip(axes[0], results.items()):
+        finite = [r["error"] for r in rows if math.isfinite(r["error"]) and r["error"] > 0]
+        top = 10 ** math.ceil(math.log10(max(finite))) * 3 if finite else 1e3
+        for r in rows:
+            y = r["error"] if math.isfinite(r["error"]) and r["error"] > 0 else top
+            if r["peer"] == "MuJoCo":
+                ax.scatter(r["wall"], y, marker=markers.get(r["config"], "o") if not r["diverged"] else "x",
+                           color="tab:red", s=36)
+                ax.annotate(f"{r['config']} {r['dt'] * 1e3:g}ms", (r["wall"], y), fontsize=6, color="tab:red")
+            else:
+                order = r["config"][4]
+                color = {"2": "tab:blue", "3": "tab:green", "4": "tab:purple"}[order]
+                ax.scatter(r["wall"], y, marker="D" if not (r["diverged"] or r["timeout"]) else "x", color=color,
+                           s=30)
+                ax.annotate(f"K{order} {r['dt']:g}", (r["wall"], y), fontsize=6, color=color)
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.axhline(top, color="0.7", lw=0.5)
+        ax.set_xlabel("wall time for 10 s [s]")
+        ax.set_ylabel("energy error max|E-E0| [% of scale] (top line: diverged)")
+        ax.set_title(f"{name}: MuJoCo (red) vs pbframework pbad backend c")
+    fig.tight_layout()
+    fig.savefig(path, dpi=130)
+    plt.close(fig)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--links", type=int, nargs="+", default=[10, 40])
+    ap.add_argument("--duration", type=float, default=10.0)
+    ap.add_argument("--max-run-seconds", type=float, default=60.0,
+                    help="stop a pbframework run after this much wall time (reported as a timeout)")
+    ap.add_argument("--orders", type=int, nargs="+", default=list(PBF_ORDERS))
+    ap.add_argument("--dts", type=float, nargs="+", default=list(PBF_DTS))
+    args = ap.parse_args(argv)
+    warnings.simplefilter("ignore", RuntimeWarning)
+    print(f"machine: {os.cpu_count()} cores, load average {os.getloadavg()[0]:.2f} (shared: compare within this run)")
+    results, ratios, builds = {}, {}, []
+    for n in args.links:
+        model = pbf.models.chain(n)
+        q0 = pbf.models.chain_q0(model)
+        scale = pbf.models.chain_energy_scale(model)
+        name = f"CHAIN-{n}"
+        rows = []
+        print(f"\n== {name}: {args.duration:g} s, energy scale {scale:.4g} J")
+        for integ, dts in MJ_DTS.items():
+            for dt in dts:
+                r = mujoco_run(model, q0, integ, dt, args.duration, scale)
+                rows.append(r)
+                print(f"  MuJoCo {integ:12s} dt={dt * 1e3:6.2f} ms  wall {r['wall']:8.3f} s  error {fmt_err(r)}",
+                      flush=True)
+        for order in args.orders:
+            t0 = time.perf_counter()
+            options = {"derivatives": "full"} if model.nq <= 20 else {}
+            sim = pbf.Simulator(model, "pbad", order=order, dt=args.dts[0], backend="c", backend_options=options)
+            build = time.perf_counter() - t0
+            lib = sim.runner.library
+            builds.append({"model": name, "order": order, "solver": sim.solver_name, "build_s": build,
+                           "compile_s": lib.compile_seconds, "cached": lib.cached, "plan": sim.runner.plan.describe()})
+            print(f"  pbframework pbad order {order} ({sim.solver_name}): built in {build:.1f} s "
+                  f"({'cache hit' if lib.cached else f'compiled in {lib.compile_seconds:.1f} s'}); "
+                  f"{sim.runner.plan.describe()}", flush=True)
+            for dt in args.dts:
+                r = pbf_run(sim, q0, dt, args.duration, scale, args.max_run_seconds)
+                rows.append(r)
+                print(f"  pbframework {r['config']:14s} dt={dt:5.3f} s   wall {r['wall']:8.3f} s  error {fmt_err(r)}"
+                      f"  ({r['iterations_per_step']:.1f} it/step, {r['halvings']} halvings, "
+                      f"{r['unconverged_steps']} unconverged)", flush=True)
+        results[name] = rows
+        mj = [r for r in rows if r["peer"] == "MuJoCo"]
+        if n == 40:
+            mj = [r for r in mj if r["config"] == "RK4" and abs(r["dt"] - 0.0002) < 1e-12] or mj
+            target = 0.1
+        else:
+            target = 1.0 / 3.0
+        ratios[name] = matched(mj, [r for r in rows if r["peer"] == "pbframework"], target)
+
+    print("\nWork-precision table (wall time of the 10 s simulation; energy error in % of the scale)")
+    print(f"{'model':9s} {'peer':12s} {'config':18s} {'dt [s]':>8s} {'wall [s]':>9s}  {'energy error':>14s}  diverged")
+    for name, rows in results.items():
+        for r in rows:
+            print(f"{name:9s} {r['peer']:12s} {r['config']:18s} {r['dt']:8.4g} {r['wall']:9.3f}  {fmt_err(r):>14s}  "
+                  f"{'yes' if r['diverged'] else ('timeout' if r['timeout'] else 'no')}")
+    print("\nRatio of wall times at matched energy error: fastest pbframework run with error <= MuJoCo's")
+    print(f"{'model':9s} {'MuJoCo run':22s} {'error':>8s} {'wall':>8s} | {'pbframework run':24s} {'error':>8s} "
+          f"{'wall':>8s} | {'ratio':>7s} {'target':>7s} met")
+    for name, rows in ratios.items():
+        for r in rows:
+            pe = f"{r['pbframework_error']:.3g}%" if r["pbframework"] else "-"
+            pw = f"{r['pbframework_wall']:.3f}" if r["pbframework"] else "-"
+            print(f"{name:9s} {r['mujoco']:22s} {r['mujoco_error']:7.3g}% {r['mujoco_wall']:8.3f} | "
+                  f"{r['pbframework'] or 'none reaches it':24s} {pe:>8s} {pw:>8s} | {r['ratio']:7.3g} "
+                  f"{r['target']:7.3g} {'yes' if r['met'] else 'NO'}")
+    write_json("peer_mujoco.json", {"duration": args.duration, "results": results, "ratios": ratios,
+                                    "builds": builds, "load_average": os.getloadavg()[0]})
+    plot(results, out_path("peer_mujoco.png"))
+    print(f"\nwrote {out_path('peer_mujoco.json')} and {out_path('peer_mujoco.png')}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

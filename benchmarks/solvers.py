@@ -1,0 +1,161 @@
+"""Seed 000 Fig. 3: LM against L-BFGS for PBAD order 2.
+
+(a, b) iterations per step on CHAIN-10 and CHAIN-40 at dt = 0.05 s, for both objectives of seed 000:
+       Eq. 5 (the energy; ``lm`` = exact-Hessian LM, ``lbfgs``) and Eq. 7 (the residual; ``jtj_lm`` =
+       the paper's J^T J LM, ``lbfgs``);
+(c)    mean time per step against the number of links N = 10..40 (dt = 0.05), with the fitted growth
+       exponent ``time ~ N^p``;
+(d)    mean time per step against dt = 0.001 .. 0.128 s on CHAIN-10.
+
+The peer is the solver pair itself: the script prints the LBFGS / LM ratios of iterations and of time the
+figure is about. All solves use the default tolerances (``lm`` / ``jtj_lm`` gtol 1e-10, ``lbfgs`` gtol 1e-8,
+on the dt^2-scaled objectives; see plugins/solvers/).
+
+Usage::
+
+    python benchmarks/solvers.py            # (a, b): 10 s; (c), (d): 40 steps per point
+    python benchmarks/solvers.py --quick    # (a, b): 2 s; (c), (d) 15 steps per point, fewer points
+
+Writes ``benchmarks/out/solvers.json`` and ``benchmarks/out/solvers.png``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+import warnings
+from pathlib import Path
+
+import numpy as np
+
+import pbframework as pbf
+
+OUT = Path(__file__).resolve().parent / "out"
+VARIANTS = {          # label: (solver, objective)
+    "LM / Eq.5": ("lm", "energy"),
+    "LBFGS / Eq.5": ("lbfgs", "energy"),
+    "JtJ-LM / Eq.7": ("jtj_lm", "residual"),
+    "LBFGS / Eq.7": ("lbfgs", "residual"),
+}
+
+
+def rollout(n: int, dt: float, solver: str, objective: str, duration=None, steps=None) -> dict:
+    model = pbf.models.chain(n)
+    t0 = time.perf_counter()
+    sim = pbf.Simulator(model, "pbad", order=2, solver=solver, objective=objective, dt=dt)
+    build = time.perf_counter() - t0
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        tr = sim.rollout(pbf.models.chain_q0(model), None, duration=duration, steps=steps)
+    it = tr.stats["iterations"]
+    return {"n": n, "dt": dt, "solver": solver, "objective": objective, "steps": tr.steps,
+            "iterations": it.tolist(), "mean_iter": float(it.mean()), "median_iter": float(np.median(it)),
+            "max_iter": int(it.max()), "unconverged": int((~tr.stats["converged"]).sum()),
+            "halvings": int(tr.stats["halvings"].sum()), "time_per_step": tr.wall_time / max(tr.steps, 1),
+            "build": build, "diverged": tr.diverged, "energy_rise": tr.energy_rise()}
+
+
+def part_ab(chains, duration) -> dict:
+    out = {}
+    for n in chains:
+        print(f"\n(a/b) CHAIN-{n}, dt = 0.05 s, {duration:g} s")
+        print(f"{'variant':<16}{'mean it':>9}{'median':>8}{'max':>6}{'unconv':>8}{'halv':>6}{'ms/step':>10}"
+              f"{'rise %':>9}")
+        rows = {}
+        for label, (solver, objective) in VARIANTS.items():
+            r = rollout(n, 0.05, solver, objective, duration=duration)
+            rows[label] = r
+            print(f"{label:<16}{r['mean_iter']:>9.3g}{r['median_iter']:>8.3g}{r['max_iter']:>6}"
+                  f"{r['unconverged']:>8}{r['halvings']:>6}{1e3 * r['time_per_step']:>10.3g}"
+                  f"{r['energy_rise']:>+9.3g}", flush=True)
+        for eq in ("5", "7"):
+            lm = rows["LM / Eq.5" if eq == "5" else "JtJ-LM / Eq.7"]
+            lb = rows[f"LBFGS / Eq.{eq}"]
+            print(f"Eq.{eq}: LBFGS / LM  iterations {lb['mean_iter'] / lm['mean_iter']:.3g}x, "
+                  f"time per step {lb['time_per_step'] / lm['time_per_step']:.3g}x")
+        out[n] = rows
+    return out
+
+
+def part_c(ns, steps) -> dict:
+    print(f"\n(c) time per step against N (dt = 0.05 s, {steps} steps each)")
+    out = {}
+    for label in ("LM / Eq.5", "LBFGS / Eq.5", "JtJ-LM / Eq.7"):
+        solver, objective = VARIANTS[label]
+        rows = [rollout(n, 0.05, solver, objective, steps=steps) for n in ns]
+        t = np.array([r["time_per_step"] for r in rows])
+        p = float(np.polyfit(np.log(ns), np.log(t), 1)[0])
+        it = [r["mean_iter"] for r in rows]
+        print(f"{label:<16} ms/step " + " ".join(f"N={n}:{1e3 * x:.3g}" for n, x in zip(ns, t))
+              + f"   fitted growth time ~ N^{p:.2f}   (iterations/step {min(it):.3g}..{max(it):.3g})",
+              flush=True)
+        out[label] = {"n": list(ns), "time_per_step": t.tolist(), "mean_iter": it, "growth_exponent": p}
+    return out
+
+
+def part_d(dts, steps) -> dict:
+    print(f"\n(d) time per step against dt (CHAIN-10, {steps} steps each)")
+    out = {}
+    for label in ("LM / Eq.5", "LBFGS / Eq.5"):
+        solver, objective = VARIANTS[label]
+        rows = [rollout(10, dt, solver, objective, steps=steps) for dt in dts]
+        t = [r["time_per_step"] for r in rows]
+        print(f"{label:<16} ms/step " + " ".join(f"{dt:g}:{1e3 * x:.3g}" for dt, x in zip(dts, t))
+              + f"   max/min {max(t) / min(t):.2f}", flush=True)
+        out[label] = {"dt": list(dts), "time_per_step": t, "mean_iter": [r["mean_iter"] for r in rows]}
+    return out
+
+
+def plot(ab, c, d, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 4, figsize=(20, 4.2))
+    for ax, (n, rows), tag in zip(axes[:2], ab.items(), "ab"):
+        for label, r in rows.items():
+            ax.plot(np.arange(1, len(r["iterations"]) + 1) * 0.05, r["iterations"], label=label, lw=0.9)
+        ax.set_yscale("log")
+        ax.set_title(f"({tag}) CHAIN-{n}, dt=0.05: iterations per step")
+        ax.set_xlabel("t [s]")
+        ax.legend(fontsize=7)
+    for label, r in c.items():
+        axes[2].plot(r["n"], np.array(r["time_per_step"]) * 1e3, "o-", label=f"{label} (~N^{r['growth_exponent']:.2f})")
+    axes[2].set_title("(c) time per step against N")
+    axes[2].set_xlabel("N links")
+    axes[2].set_ylabel("ms / step")
+    axes[2].legend(fontsize=7)
+    for label, r in d.items():
+        axes[3].semilogx(r["dt"], np.array(r["time_per_step"]) * 1e3, "o-", label=label)
+    axes[3].set_title("(d) time per step against dt (CHAIN-10)")
+    axes[3].set_xlabel("dt [s]")
+    axes[3].legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true")
+    args = ap.parse_args(argv)
+    duration = 2.0 if args.quick else 10.0
+    steps = 15 if args.quick else 40
+    ns = [10, 20, 30, 40] if args.quick else [10, 15, 20, 25, 30, 35, 40]
+    dts = [0.001, 0.004, 0.016, 0.064, 0.128] if args.quick else \
+        [0.001, 0.002, 0.004, 0.008, 0.016, 0.032, 0.064, 0.128]
+    OUT.mkdir(parents=True, exist_ok=True)
+    ab = part_ab([10, 40], duration)
+    c = part_c(ns, steps)
+    d = part_d(dts, steps)
+    plot(ab, c, d, OUT / "solvers.png")
+    (OUT / "solvers.json").write_text(json.dumps({"ab": {str(k): v for k, v in ab.items()}, "c": c, "d": d},
+                                                 indent=1))
+    print(f"\nwrote {OUT / 'solvers.png'} and {OUT / 'solvers.json'}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,439 @@
+"""Run a step problem's generated C solver loop from Python: one step, one rollout, or a batch on threads.
+
+:class:`CRunner` emits the step library (:mod:`pbframework.codegen.driver`), builds it through the cache of
+:mod:`pbframework.codegen.build` and calls it with ctypes on NumPy arrays. Work arrays are allocated here,
+once, and handed to C (the C side never allocates). ::
+
+    runner = CRunner(problem, "lm", model=model)                  # emit + compile (or cache hit)
+    out = runner.rollout(q0, qd0, t0=0.0, dt=0.05, steps=200)     # one native call for the whole rollout
+    batch = runner.rollout_batch(Q0, QD0, 0.0, 0.05, 20, threads=2)
+
+Results follow the CasADi-VM path of :class:`pbframework.simulate.Simulator`: same solver tests, same
+statistics, same failure policy; the arithmetic differs only in rounding (dense Cholesky in C instead of
+LAPACK, directional instead of flattened derivatives for large problems).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import time
+from dataclasses import dataclass
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from .build import DEFAULT_OPT, Library, build_shared
+from .driver import SOLVERS, DriverError, KernelPlan, emit_step_library
+
+__all__ = ["CRunner", "RolloutArrays", "BatchArrays", "REASONS", "FLOAT_TOLERANCE_FLOORS", "solver_option_vector"]
+
+REASONS = ("gradient", "step", "precision", "max_iter", "non_finite", "line_search", "explicit", "residual")
+"""``SolveResult.reason`` for the C driver's reason codes."""
+
+_POLICY = {"halve": 0, "record": 1, "raise": 2}
+FLOAT_TOLERANCE_FLOORS = {1: 1e-6, 2: 1e-6, 12: 1e-4, 14: 1e-6}
+"""Float builds: lower bounds of gtol (index 1), xtol (2), rtol (12) and residual_tol (14) of the option
+vector. Single precision resolves the dt^2-scaled objectives of the integrators to about 1e-7 (kg m^2) and
+residuals to about 1e-5, so the double-precision defaults (1e-10, 1e-9, 1e-6) would never be met."""
+_NOPT = 15
+_NST = 5
+_INT = ctypes.c_longlong
+_INT_P = ctypes.POINTER(_INT)
+
+
+@dataclass
+class RolloutArrays:
+    """One native rollout.
+
+    Attributes:
+        states: the integrator's states ``(steps_done + 1, ns)`` (row 0: the initial state).
+        q, qd: configurations and velocity estimates, ``(steps_done + 1, nq)`` (views into ``states``).
+        iterations, converged, halvings, evaluations, reason: per-step statistics, length ``steps_done``.
+        grad_norm: per-step final gradient infinity norm.
+        steps_done: steps taken.
+        status: ``"done"``, ``"diverged"`` (a non-finite state or a speed above ``max_speed``: the rollout
+            ended before that step) or ``"failed"`` (a step did not converge under the ``raise`` policy).
+        wall_time: seconds spent in the native call.
+    """
+
+    states: np.ndarray
+    nq: int
+    iterations: np.ndarray
+    converged: np.ndarray
+    halvings: np.ndarray
+    evaluations: np.ndarray
+    reason: np.ndarray
+    grad_norm: np.ndarray
+    steps_done: int
+    status: str
+    wall_time: float
+
+    @property
+    def q(self) -> np.ndarray:
+        return self.states[:, :self.nq]
+
+    @property
+    def qd(self) -> np.ndarray:
+        return self.states[:, self.nq:2 * self.nq]
+
+
+@dataclass
+class BatchArrays:
+    """M native rollouts of the same number of steps.
+
+    Attributes:
+        states: ``(M, steps + 1, ns)``; rows past a trajectory's ``steps_done[m]`` hold its last valid state
+            repeated (so arrays stay rectangular).
+        q, qd: ``(M, steps + 1, nq)`` views into ``states``.
+        iterations, converged, halvings, evaluations, grad_norm: ``(M, steps)``; entries past
+            ``steps_done[m]`` are zero / False.
+        steps_done: ``(M,)``.
+        status: ``(M,)`` strings as in :class:`RolloutArrays`.
+        wall_time: seconds of the whole native batch call.
+        threads: threads used.
+    """
+
+    states: np.ndarray
+    nq: int
+    iterations: np.ndarray
+    converged: np.ndarray
+    halvings: np.ndarray
+    evaluations: np.ndarray
+    grad_norm: np.ndarray
+    steps_done: np.ndarray
+    status: np.ndarray
+    wall_time: float
+    threads: int
+
+    @property
+    def q(self) -> np.ndarray:
+        return self.states[:, :, :self.nq]
+
+    @property
+    def qd(self) -> np.ndarray:
+        return self.states[:, :, self.nq:2 * self.nq]
+
+
+def solver_option_vector(solver: str, options: Mapping[str, Any] | None, *, on_failure: str = "halve",
+                         max_halvings: int = 4, max_speed: float = 1e4) -> tuple[np.ndarray, Any]:
+    """The C driver's option vector for ``solver`` with ``options`` (validated by the solver plug-in).
+
+    Returns:
+        ``(vector, options_object)``; the options object is the plug-in's dataclass (``LMOptions``, ...), or
+        None for explicit problems (``solver == ""``).
+    """
+    from pbframework.registry import get_plugin
+    from pbframework.step import StepError
+
+    opts = None
+    if solver:
+        try:
+            opts = get_plugin("solver", solver).build(**dict(options or {})).options
+        except TypeError as exc:
+            raise StepError(f"solver {solver!r}: bad options {dict(options or {})}: {exc}") from None
+    if on_failure not in _POLICY:
+        raise StepError(f"on_failure must be one of {', '.join(_POLICY)}, got {on_failure!r}")
+    if isinstance(max_halvings, bool) or not isinstance(max_halvings, (int, np.integer)) or max_halvings < 0:
+        raise StepError(f"max_halvings must be a non-negative integer, got {max_halvings!r}")
+    v = np.zeros(_NOPT)
+    g = (lambda k, d: float(getattr(opts, k, d))) if opts is not None else (lambda k, d: float(d))
+    v[0] = g("max_iter", 100)
+    v[1] = g("gtol", 1e-10)
+    v[2] = g("xtol", 1e-10)
+    v[3] = g("lambda0", 1e-6)
+    v[4] = 1.0 if getattr(opts, "metric", False) else 0.0
+    v[5] = g("memory", 10)
+    v[6] = g("first_step", 1e-2)
+    v[7] = g("max_backtracks", 40)
+    v[8] = _POLICY[on_failure]
+    v[9] = int(max_halvings)
+    v[10] = float(max_speed)
+    v[11] = g("shrink", 0.01)
+    v[12] = g("rtol", np.inf)
+    v[13] = g("max_step", np.inf)
+    v[14] = g("residual_tol", v[1])
+    return v, opts
+
+
+def _status(code: int) -> str:
+    return ("done", "diverged", "failed")[int(code)]
+
+
+class CRunner:
+    """A step problem's solver loop as a native library.
+
+    Args:
+        problem: the :class:`~pbframework.step.StepProblem`.
+        solver: ``"lm"``, ``"jtj_lm"`` or ``"lbfgs"`` (ignored for explicit problems).
+        solver_options: the solver's options (same names and meaning as the Python solver plug-in).
+        model: the problem's model; optional, lets the emitter build the metric from inverse dynamics.
+        on_failure, max_halvings, max_speed: the Simulator's failure policy and divergence test.
+        real: ``"double"`` or ``"float"`` (``casadi_real`` of the build; float raises ``gtol`` / ``xtol`` to
+            at least 1e-6 and ``rtol`` to 1e-4, see :data:`FLOAT_TOLERANCE_FLOORS`).
+        opt: optimisation flag (``-O1`` default).
+        flags: extra compiler flags.
+        threads: default thread count of :meth:`rollout_batch` (default: all cores).
+        cache: cache root (default: :func:`pbframework.codegen.build.cache_dir`).
+        **emit_options: :func:`~pbframework.codegen.driver.emit_step_library` / ``plan_kernels`` options
+            (``derivatives``, ``directions``, ``metric``, ``emitter``, ``chunk``).
+
+    Attributes:
+        plan: the :class:`~pbframework.codegen.driver.KernelPlan`.
+        library: the built :class:`~pbframework.codegen.build.Library`.
+        timings: seconds of ``plan`` (symbolic), ``emit`` (C text) and ``compile`` (0 on a cache hit).
+        source_bytes: size of the generated source.
+    """
+
+    def __init__(self, problem, solver: str = "lm", solver_options: Mapping[str, Any] | None = None, *,
+                 model=None, on_failure: str = "halve", max_halvings: int = 4, max_speed: float = 1e4,
+                 real: str = "double", opt: str = DEFAULT_OPT, flags: Sequence[str] = (),
+                 threads: int | None = None, cache=None, **emit_options: Any) -> None:
+        from pbframework.step import ProblemKind, StepError
+
+        if real not in ("double", "float"):
+            raise StepError(f"real must be 'double' or 'float', got {real!r}")
+        self.problem = problem
+        self.solver = "" if (problem.kind is ProblemKind.EXPLICIT or problem.nx == 0) else solver
+        if self.solver and self.solver not in SOLVERS:
+            raise StepError(f"the C backend implements the solvers {', '.join(SOLVERS)}; got {solver!r} (use "
+                            f"backend='casadi' for other solvers)")
+        self.opt_vector, self.solver_options = solver_option_vector(
+            self.solver, solver_options, on_failure=on_failure, max_halvings=max_halvings, max_speed=max_speed)
+        if real == "float":       # tolerances below single precision's resolution cannot be met: raise them
+            for k, floor in FLOAT_TOLERANCE_FLOORS.items():
+                self.opt_vector[k] = max(self.opt_vector[k], floor)
+        self.on_failure = on_failure
+        self.real = real
+        self.dtype = np.float64 if real == "double" else np.float32
+        self._ctreal = ctypes.c_double if real == "double" else ctypes.c_float
+        self._real_p = ctypes.POINTER(self._ctreal)
+        self.threads = int(threads) if threads else (os.cpu_count() or 1)
+        from .driver import plan_kernels
+
+        plan_keys = {"derivatives", "directions", "metric", "full_max_instructions", "full_max_nx", "hoist"}
+        plan_opts = {k: v for k, v in emit_options.items() if k in plan_keys}
+        src_opts = {k: v for k, v in emit_options.items() if k not in plan_keys}
+        unknown = set(src_opts) - {"emitter", "chunk", "name", "cold_above"}
+        if unknown:
+            raise StepError(f"C backend: unknown option(s) {sorted(unknown)} (allowed: "
+                            f"{', '.join(sorted(plan_keys | {'emitter', 'chunk', 'name', 'cold_above'}))})")
+        t0 = time.perf_counter()
+        try:
+            self.plan: KernelPlan = plan_kernels(problem, self.solver or "lm", model=model, **plan_opts)
+        except DriverError as exc:
+            raise StepError(str(exc)) from None
+        t1 = time.perf_counter()
+        self.source, _ = emit_step_library(problem, self.solver, plan=self.plan, **src_opts)
+        t2 = time.perf_counter()
+        all_flags = tuple(flags) + (("-DPBF_FLOAT",) if real == "float" else ()) + ("-pthread",)
+        self.library: Library = build_shared(self.source, opt=opt, flags=all_flags, cache=cache)
+        try:
+            self._lib = ctypes.CDLL(str(self.library.path))
+        except OSError:          # a valid-looking entry that does not load: rebuild it once
+            self.library = build_shared(self.source, opt=opt, flags=all_flags, cache=cache, force=True)
+            self._lib = ctypes.CDLL(str(self.library.path))
+        t3 = time.perf_counter()
+        self.timings = {"plan": t1 - t0, "emit": t2 - t1, "compile": self.library.compile_seconds,
+                        "build_total": t3 - t0}
+        self.source_bytes = self.source.size
+        self._load()
+
+    # -- loading ------------------------------------------------------------------------------------------
+    def _load(self) -> None:
+        lib = self._lib
+        R, RP = self._ctreal, self._real_p
+        lib.pbf_work_size.argtypes = [RP, _INT_P, _INT_P]
+        lib.pbf_work_size.restype = None
+        lib.pbf_sizes.argtypes = [_INT_P]
+        lib.pbf_sizes.restype = None
+        lib.pbf_solve.argtypes = [RP, RP, RP, _INT_P, RP, RP, _INT_P]
+        lib.pbf_solve.restype = ctypes.c_int
+        lib.pbf_step.argtypes = [RP, RP, R, R, RP, RP, _INT_P, RP, RP, _INT_P]
+        lib.pbf_step.restype = ctypes.c_int
+        lib.pbf_init.argtypes = [RP, RP, RP, R, R, RP, RP, RP, _INT_P]
+        lib.pbf_init.restype = ctypes.c_int
+        lib.pbf_rollout.argtypes = [RP, RP, RP, R, R, _INT, RP, RP, _INT_P, RP, _INT_P, RP, _INT_P]
+        lib.pbf_rollout.restype = _INT
+        lib.pbf_rollout_from.argtypes = [RP, RP, R, R, _INT, RP, RP, _INT_P, RP, _INT_P, RP, _INT_P]
+        lib.pbf_rollout_from.restype = _INT
+        lib.pbf_rollout_batch.argtypes = [_INT, _INT, RP, RP, RP, R, R, _INT, RP, RP, _INT_P, RP, _INT_P,
+                                          _INT_P, RP, _INT_P]
+        lib.pbf_rollout_batch.restype = ctypes.c_int
+        lib.pbf_bench.argtypes = [RP, RP, RP, _INT, _INT, RP, RP, _INT_P]
+        lib.pbf_bench.restype = ctypes.c_int
+        self._lib = lib
+        sizes = (_INT * 12)()
+        lib.pbf_sizes(sizes)
+        self.nq, self.nx, self.ns, self.np, self.nu = (int(sizes[k]) for k in range(5))
+        if int(sizes[11]) != np.dtype(self.dtype).itemsize:
+            raise RuntimeError(f"library {self.library.path} was built with a {int(sizes[11])}-byte casadi_real, "
+                               f"expected {np.dtype(self.dtype).itemsize}")
+        self._opt = np.ascontiguousarray(self.opt_vector, dtype=self.dtype)
+        nw, niw = _INT(), _INT()
+        lib.pbf_work_size(self._p(self._opt), ctypes.byref(nw), ctypes.byref(niw))
+        self.work_size = (int(nw.value), int(niw.value))
+        self._w = np.zeros(self.work_size[0], dtype=self.dtype)
+        self._iw = np.zeros(self.work_size[1], dtype=np.int64)
+
+    def _p(self, a: np.ndarray):
+        return a.ctypes.data_as(self._real_p)
+
+    @staticmethod
+    def _ip(a: np.ndarray):
+        return a.ctypes.data_as(_INT_P)
+
+    def _vec(self, v, n: int, what: str) -> np.ndarray:
+        a = np.ascontiguousarray(np.asarray(v, dtype=self.dtype).ravel())
+        if a.size != n:
+            raise ValueError(f"{what} must have {n} entries, got {a.size}")
+        return a
+
+    def _u(self, u) -> np.ndarray:
+        if self.nu == 0:
+            return np.zeros(1, dtype=self.dtype)
+        if u is None:
+            raise ValueError(f"this problem reads {self.nu} force inputs per step: pass u")
+        return self._vec(u, self.nu, "u")
+
+    # -- timing ------------------------------------------------------------------------------------------
+    def time_kernel(self, p, x, what: str = "gradient", reps: int = 100) -> float:
+        """Seconds per native evaluation at ``(x, p)``, the loop running in C: ``what`` = ``"gradient"``
+        (objective and gradient), ``"hessian"`` (the solver's f, g, H: one LM iteration's derivatives) or
+        ``"solve"`` (one damped Cholesky factorisation and solve)."""
+        code = {"gradient": 0, "hessian": 1, "solve": 2}[what]
+        pp, xx = self._vec(p, self.np, "p"), self._vec(x, self.nx, "x") if self.nx else np.zeros(1, self.dtype)
+        out = np.zeros(2, dtype=self.dtype)
+        t0 = time.perf_counter()
+        self._lib.pbf_bench(self._p(self._opt), self._p(pp), self._p(xx), code, int(reps), self._p(out),
+                            self._p(self._w), self._ip(self._iw))
+        return (time.perf_counter() - t0) / max(int(reps), 1)
+
+    # -- single calls ------------------------------------------------------------------------------------
+    def solve(self, x0: np.ndarray, p: np.ndarray):
+        """Solve one step problem: unknowns from the guess ``x0`` at parameters ``p``.
+
+        Returns:
+            a :class:`~pbframework.step.SolveResult` (``x`` in the library's precision, as float64).
+        """
+        from pbframework.step import SolveResult
+
+        x = self._vec(x0, self.nx, "x0").copy() if self.nx else np.zeros(1, dtype=self.dtype)
+        pp = self._vec(p, self.np, "p")
+        st = np.zeros(_NST, dtype=np.int64)
+        out = np.zeros(2, dtype=self.dtype)
+        self._lib.pbf_solve(self._p(self._opt), self._p(pp), self._p(x), self._ip(st), self._p(out),
+                            self._p(self._w), self._ip(self._iw))
+        return SolveResult(x[:self.nx].astype(float), int(st[0]), float(out[0]), bool(st[1]), REASONS[int(st[2])],
+                           float(out[1]), int(st[3]))
+
+    def init(self, q0, qd0, t0: float, dt: float, u=None) -> np.ndarray:
+        """The integrator's first state (``problem.init``) computed natively."""
+        s = np.zeros(self.ns, dtype=self.dtype)
+        self._lib.pbf_init(self._p(self._opt), self._p(self._vec(q0, self.nq, "q0")),
+                           self._p(self._vec(qd0, self.nq, "qd0")), float(t0), float(dt), self._p(self._u(u)),
+                           self._p(s), self._p(self._w), self._ip(self._iw))
+        return s.astype(float)
+
+    def step(self, s, t: float, dt: float, u=None) -> tuple[np.ndarray, dict]:
+        """One Simulator step from state ``s`` at time ``t`` (failure policy included).
+
+        Returns:
+            ``(s_next, stats)`` with ``stats`` keys ``iterations, grad_norm, converged, halvings,
+            evaluations, reason, failed`` (``failed``: the raise policy stopped the step).
+        """
+        sn = np.zeros(self.ns, dtype=self.dtype)
+        st = np.zeros(_NST, dtype=np.int64)
+        gn = np.zeros(1, dtype=self.dtype)
+        rc = self._lib.pbf_step(self._p(self._opt), self._p(self._vec(s, self.ns, "s")), float(t), float(dt),
+                                self._p(self._u(u)), self._p(sn), self._ip(st), self._p(gn), self._p(self._w),
+                                self._ip(self._iw))
+        stats = {"iterations": int(st[0]), "grad_norm": float(gn[0]), "converged": bool(st[1]),
+                 "halvings": int(st[4]), "evaluations": int(st[3]), "reason": REASONS[int(st[2])],
+                 "failed": bool(rc)}
+        return sn.astype(float), stats
+
+    # -- rollouts -------------------------------------------------------------------------------------------
+    def rollout(self, q0, qd0, t0: float, dt: float, steps: int, u=None, *, state=None) -> RolloutArrays:
+        """``steps`` steps of ``dt`` from ``(q0, qd0)`` at ``t0`` in one native call (constant inputs ``u``).
+
+        With ``state`` (an integrator state, e.g. the last row of an earlier rollout's ``states``) the
+        rollout continues from it and ``q0``, ``qd0`` are ignored: a long rollout can be run in pieces
+        with identical results.
+        """
+        steps = int(steps)
+        nq = self.nq
+        S = np.zeros((steps + 1, self.ns), dtype=self.dtype)
+        st = np.zeros((max(steps, 1), _NST), dtype=np.int64)
+        gn = np.zeros(max(steps, 1), dtype=self.dtype)
+        status = np.zeros(1, dtype=np.int64)
+        ua = self._u(u)
+        t_start = time.perf_counter()
+        if state is None:
+            q0a, qd0a = self._vec(q0, nq, "q0"), self._vec(qd0, nq, "qd0")
+            k = int(self._lib.pbf_rollout(self._p(self._opt), self._p(q0a), self._p(qd0a), float(t0), float(dt),
+                                          steps, self._p(ua), self._p(S), self._ip(st), self._p(gn),
+                                          self._ip(status), self._p(self._w), self._ip(self._iw)))
+        else:
+            s0 = self._vec(state, self.ns, "state")
+            k = int(self._lib.pbf_rollout_from(self._p(self._opt), self._p(s0), float(t0), float(dt), steps,
+                                               self._p(ua), self._p(S), self._ip(st), self._p(gn),
+                                               self._ip(status), self._p(self._w), self._ip(self._iw)))
+        wall = time.perf_counter() - t_start
+        st = st[:k]
+        return RolloutArrays(states=S[:k + 1].astype(float), nq=nq, iterations=st[:, 0].copy(),
+                             converged=st[:, 1].astype(bool), halvings=st[:, 4].copy(), evaluations=st[:, 3].copy(),
+                             reason=st[:, 2].copy(), grad_norm=gn[:k].astype(float), steps_done=k,
+                             status=_status(status[0]), wall_time=wall)
+
+    def rollout_batch(self, Q0, QD0, t0: float, dt: float, steps: int, U=None,
+                      threads: int | None = None) -> BatchArrays:
+        """M rollouts at once, spread over ``threads`` native threads (default: the runner's).
+
+        Args:
+            Q0, QD0: ``(M, nq)`` initial configurations and velocities.
+            t0, dt, steps: as :meth:`rollout`.
+            U: ``(M, nu)`` constant inputs per trajectory (problems with force inputs only).
+            threads: thread count (capped at M).
+        """
+        steps = int(steps)
+        nq = self.nq
+        Q0 = np.ascontiguousarray(np.atleast_2d(np.asarray(Q0, dtype=self.dtype)))
+        QD0 = np.ascontiguousarray(np.atleast_2d(np.asarray(QD0, dtype=self.dtype)))
+        if Q0.ndim != 2 or Q0.shape[1] != nq:
+            raise ValueError(f"Q0 must be an (M, {nq}) array, got shape {Q0.shape}")
+        if QD0.shape != Q0.shape:
+            raise ValueError(f"QD0 must have the shape of Q0 {Q0.shape}, got {QD0.shape}")
+        M = Q0.shape[0]
+        if self.nu:
+            if U is None:
+                raise ValueError(f"this problem reads {self.nu} force inputs per step: pass U (M x {self.nu})")
+            Ua = np.ascontiguousarray(np.asarray(U, dtype=self.dtype).reshape(M, self.nu))
+        else:
+            Ua = np.zeros(1, dtype=self.dtype)
+        nth = max(1, min(int(threads or self.threads), max(M, 1), 256))
+        S = np.zeros((M, steps + 1, self.ns), dtype=self.dtype)
+        st = np.zeros((M, max(steps, 1), _NST), dtype=np.int64)
+        gn = np.zeros((M, max(steps, 1)), dtype=self.dtype)
+        nsteps = np.zeros(M, dtype=np.int64)
+        status = np.zeros(M, dtype=np.int64)
+        w = np.zeros(nth * self.work_size[0], dtype=self.dtype)
+        iw = np.zeros(nth * self.work_size[1], dtype=np.int64)
+        t_start = time.perf_counter()
+        self._lib.pbf_rollout_batch(M, nth, self._p(self._opt), self._p(Q0), self._p(QD0), float(t0), float(dt),
+                                    steps, self._p(Ua) if self.nu else None, self._p(S), self._ip(st),
+                                    self._p(gn), self._ip(nsteps), self._ip(status), self._p(w), self._ip(iw))
+        wall = time.perf_counter() - t_start
+        for m in np.nonzero(nsteps < steps)[0]:          # keep arrays rectangular past an early end
+            k = int(nsteps[m])
+            S[m, k + 1:] = S[m, k]
+        st = st[:, :steps]
+        return BatchArrays(states=S.astype(float), nq=nq, iterations=st[:, :, 0].copy(),
+                           converged=st[:, :, 1].astype(bool) & (np.arange(steps)[None, :] < nsteps[:, None]),
+                           halvings=st[:, :, 4].copy(), evaluations=st[:, :, 3].copy(),
+                           grad_norm=gn[:, :steps].astype(float), steps_done=nsteps,
+                           status=np.array([_status(s) for s in status]), wall_time=wall, threads=nth)
+
+    def __repr__(self) -> str:
+        return (f"CRunner({self.problem.describe()}, {self.plan.describe()}, {self.real}, "
+                f"{self.library.path.name}{' cached' if self.library.cached else ''})")

@@ -1,0 +1,618 @@
+"""The step stage: one timestep as a problem (data), and the contract solvers fulfil on it.
+
+An integrator plug-in (hook ``pbf_integrators``) has one signature,
+``build_step(model, config, forces) -> StepProblem``. A :class:`StepProblem` is *data*: self-contained
+``casadi.Function`` objects plus sizes, so the same object can feed the Python solvers here, a generated-C
+solver driver and a CUDA kernel. Nothing in it calls back into Python.
+
+State, parameters, unknowns
+---------------------------
+Every integrator carries a flat **state** ``s`` (length ``ns``) from step to step whose first ``nq``
+entries are the configuration ``q`` and next ``nq`` the velocity estimate ``qd`` at the state's time; an
+integrator may append history after them (PBAD keeps one earlier collocation configuration). Each step
+has a flat **parameter** vector ``p = [s; dt; t; u]`` (``t`` = time at the start of the step, ``u`` the
+per-step numeric inputs of force models that declare ``n_inputs(model) > 0``, e.g. a Python controller's
+torques, length ``nu``), and, for implicit integrators, **unknowns** ``x`` (length ``nx``). One step is::
+
+    p  = problem.params(s, t, dt, u)
+    x  = solver.solve(problem, problem.guess(p), p).x        # implicit kinds only (nx > 0)
+    s' = problem.advance(x, p)                               # state at t + dt
+
+Functions (all ``casadi.Function``; ``x`` is empty, 0x1, for explicit problems):
+
+=====================  =====================================================================
+``init``               ``(q0, qd0, t0, dt, u0) -> s0``: the state a rollout starts from
+``params``             ``(s, t, dt, u) -> p``
+``guess``              ``p -> x0``: initial guess of the unknowns
+``advance``            ``(x, p) -> s_next``
+``objective_fn``       ``(x, p) -> f``   (minimize)
+``gradient``           ``(x, p) -> (f, g)`` (minimize; derived on first use)
+``hessian``            ``(x, p) -> (f, g, H)``, exact (minimize; derived on first use)
+``residual``           ``(x, p) -> r``   (least_squares; objective ``f = 0.5 ||W r||^2``, ``W`` below)
+``residual_jacobian``  ``(x, p) -> (r, J)`` (derived)
+``residual_vjp``       ``(x, p, w) -> J^T w`` (derived, reverse mode)
+``residual_hessian``   ``(x, p, c) -> sum_j c_j d^2 r_j/dx^2`` (derived; third derivatives of the
+                       kinematics, costly)
+``restart``            ``(s, ratio) -> s'`` (optional): the state re-expressed for a step ``ratio``
+                       times as long, without dynamics (used to retry a step as two half steps;
+                       identity when absent)
+``kinetic``            ``(s, dt) -> T`` (optional): the kinetic energy of the integrator's velocity
+                       estimate when it is not ``qd^T M(q) qd / 2`` (PBAD order 2: the workspace
+                       chord velocity of every body point)
+``metric``             ``p -> M_k`` (optional): an SPD ``nq x nq`` matrix (PBAD: the mass matrix at
+                       the step start). Minimize problems: its block-diagonal repetition over the
+                       ``nx / nq`` configurations in ``x`` approximates the Hessian; solvers may use it
+                       for damping (LM) or as the initial inverse Hessian (L-BFGS). Least-squares
+                       problems: it *defines* the objective, ``W = blockdiag(M_k)^-1`` weights the
+                       residual blocks (without a metric ``W = I``); :func:`evaluator` applies it
+=====================  =====================================================================
+
+Problem kinds (:class:`ProblemKind`): ``minimize`` (an energy, seed 000 Eq. 5), ``least_squares``
+(residuals, seed 000 Eq. 7) and ``explicit`` (Newton-Euler: ``s_next = advance(x_empty, p)``).
+
+Solvers
+-------
+A solver plug-in (hook ``pbf_solvers``) builds an object with ``solve(problem, x0, p) -> SolveResult``
+for the problem kinds listed in its ``meta["problems"]``. Non-convergence is reported in the result
+(``converged=False`` and a ``reason``), never hidden.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import math
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Mapping, Protocol, Sequence, runtime_checkable
+
+import casadi as ca
+import numpy as np
+
+from .forces import ForceForm, ForceModel
+from .model import ArticulatedBody
+
+
+class StepError(ValueError):
+    """A step problem cannot be built as requested; the message names the value and what is allowed."""
+
+
+class ProblemKind(str, enum.Enum):
+    """What a :class:`StepProblem` asks of a solver.
+
+    Attributes:
+        MINIMIZE: minimise an objective ``f(x; p)`` (gradient and exact Hessian available).
+        LEAST_SQUARES: minimise ``0.5 ||r(x; p)||^2``; the residual and its Jacobian are available, so a
+            Gauss-Newton (``J^T J``) solver applies.
+        EXPLICIT: no unknowns; ``advance`` computes the next state directly.
+    """
+
+    MINIMIZE = "minimize"
+    LEAST_SQUARES = "least_squares"
+    EXPLICIT = "explicit"
+
+
+class Objective(str, enum.Enum):
+    """Which objective a position-based integrator assembles.
+
+    Attributes:
+        AUTO: ``energy`` where the order is 2, every force model has the potential form and the solver
+            minimises; ``residual`` otherwise.
+        ENERGY: the PBAD energy (seed 000 Eq. 5), order 2 only, potential forms only.
+        RESIDUAL: the sum of squared collocation residuals (seed 000 Eq. 6-7), any order; accepts
+            generalised (non-conservative) forces.
+    """
+
+    AUTO = "auto"
+    ENERGY = "energy"
+    RESIDUAL = "residual"
+
+
+def _parse_enum(cls, value, what: str):
+    if isinstance(value, cls):
+        return value
+    try:
+        return cls(str(value).lower())
+    except ValueError:
+        allowed = ", ".join(repr(v.value) for v in cls)
+        raise StepError(f"{what}: unknown value {value!r} (allowed: {allowed})") from None
+
+
+@dataclass(frozen=True)
+class StepConfig:
+    """How to assemble one timestep.
+
+    Attributes:
+        dt: the timestep in seconds (positive, finite).
+        order: the integrator's order; ``None`` selects its default (``meta["default_order"]``).
+        objective: for position-based integrators, see :class:`Objective`.
+        fd: the forward-dynamics plug-in used by Newton-Euler integrators and by the PBAD start-up
+            (``"aba"`` by default; any registered ``fd`` plug-in).
+        precondition: residual objectives weight the residual by the inverse mass matrix at the step
+            start (``0.5 r^T M_k^-1 r``); same zero-residual solution, far better conditioned. ``False``
+            gives the literal unweighted sum of squares of seed 000 Eq. 7.
+    """
+
+    dt: float
+    order: int | None = None
+    objective: Objective = Objective.AUTO
+    fd: str = "aba"
+    precondition: bool = True
+
+    def __post_init__(self) -> None:
+        try:
+            dt = float(self.dt)
+        except (TypeError, ValueError):
+            raise StepError(f"dt must be a positive number of seconds, got {self.dt!r}") from None
+        if not math.isfinite(dt) or dt <= 0.0:
+            raise StepError(f"dt must be a positive finite number of seconds, got {self.dt!r}")
+        object.__setattr__(self, "dt", dt)
+        if self.order is not None:
+            if isinstance(self.order, bool) or not isinstance(self.order, (int, np.integer)):
+                raise StepError(f"order must be an integer, got {self.order!r}")
+            object.__setattr__(self, "order", int(self.order))
+        object.__setattr__(self, "objective", _parse_enum(Objective, self.objective, "objective"))
+        if not isinstance(self.fd, str) or not self.fd:
+            raise StepError(f"fd must be the name of a forward-dynamics plug-in, got {self.fd!r}")
+        if not isinstance(self.precondition, (bool, np.bool_)):
+            raise StepError(f"precondition must be True or False, got {self.precondition!r}")
+
+    def key(self) -> tuple:
+        """Hashable identity of the *structure* (dt is a parameter of the problem, not part of it)."""
+        return (self.order, self.objective.value, self.fd, bool(self.precondition))
+
+
+@dataclass(eq=False)
+class StepProblem:
+    """One timestep as data. See the module docstring for the functions' signatures.
+
+    Attributes:
+        integrator: name of the integrator plug-in that built it.
+        kind: a :class:`ProblemKind`.
+        config: the :class:`StepConfig` it was built with (its ``dt`` is the default; ``dt`` is also an
+            entry of ``p``, so the same problem steps with any dt).
+        nq: configuration size of the model.
+        nx: number of unknowns (0 for explicit problems).
+        ns: state size (``>= 2 nq``; ``s[:nq]`` is q, ``s[nq:2nq]`` the velocity estimate).
+        nu: number of per-step force inputs (``u``; 0 for most force sets).
+        np: parameter size, ``ns + 2 + nu`` (``p = [s; dt; t; u]``).
+        order: the order actually built.
+        objective: the objective actually built (``None`` for explicit problems).
+        forces: ``repr`` of each force model, for messages and saved results.
+        velocity: one line saying how ``qd`` in the state is estimated.
+        start: one line saying how ``init`` builds the first state.
+        meta: integrator-specific facts (collocation nodes, ...).
+    """
+
+    integrator: str
+    kind: ProblemKind
+    config: StepConfig
+    nq: int
+    nx: int
+    ns: int
+    init: ca.Function
+    params: ca.Function
+    guess: ca.Function
+    advance: ca.Function
+    objective_fn: ca.Function | None = None
+    residual: ca.Function | None = None
+    metric: ca.Function | None = None
+    restart: ca.Function | None = None
+    kinetic: ca.Function | None = None
+    nu: int = 0
+    order: int = 1
+    objective: Objective | None = None
+    forces: tuple[str, ...] = ()
+    velocity: str = ""
+    start: str = ""
+    meta: Mapping[str, Any] = field(default_factory=dict)
+    _derived: dict = field(default_factory=dict, repr=False)
+
+    @property
+    def np(self) -> int:
+        return self.ns + 2 + self.nu
+
+    # -- derived functions, built once on first use ---------------------------------------------------
+    def _symbols(self):
+        return ca.SX.sym("x", self.nx), ca.SX.sym("p", self.np)
+
+    def _require(self, kind: ProblemKind, what: str) -> None:
+        if self.kind is not kind:
+            raise StepError(f"{self.integrator}: a {self.kind.value} step problem has no {what} (it belongs to "
+                            f"{kind.value} problems; solvers use pbframework.step.evaluator)")
+
+    @property
+    def objective_function(self) -> ca.Function:
+        """``(x, p) -> f`` (minimize problems)."""
+        self._require(ProblemKind.MINIMIZE, "objective function")
+        return self.objective_fn
+
+    @property
+    def gradient(self) -> ca.Function:
+        """``(x, p) -> (f, g)`` (minimize problems; reverse mode, O(cost of f))."""
+        self._require(ProblemKind.MINIMIZE, "objective gradient")
+        if "fg" not in self._derived:
+            x, p = self._symbols()
+            f = self.objective_fn(x, p)
+            self._derived["fg"] = ca.Function("gradient", [x, p], [f, ca.gradient(f, x)], ["x", "p"], ["f", "g"])
+        return self._derived["fg"]
+
+    @property
+    def hessian(self) -> ca.Function:
+        """``(x, p) -> (f, g, H)`` with the exact Hessian (minimize problems)."""
+        self._require(ProblemKind.MINIMIZE, "objective Hessian")
+        if "fgH" not in self._derived:
+            x, p = self._symbols()
+            f = self.objective_fn(x, p)
+            H, g = ca.hessian(f, x)
+            self._derived["fgH"] = ca.Function("hessian", [x, p], [f, g, H], ["x", "p"], ["f", "g", "H"])
+        return self._derived["fgH"]
+
+    @property
+    def residual_jacobian(self) -> ca.Function:
+        """``(x, p) -> (r, J)`` (least-squares problems)."""
+        self._require(ProblemKind.LEAST_SQUARES, "residual")
+        if "rJ" not in self._derived:
+            x, p = self._symbols()
+            r = self.residual(x, p)
+            self._derived["rJ"] = ca.Function("residual_jacobian", [x, p], [r, ca.jacobian(r, x)],
+                                              ["x", "p"], ["r", "J"])
+        return self._derived["rJ"]
+
+    @property
+    def residual_vjp(self) -> ca.Function:
+        """``(x, p, w) -> J^T w`` by reverse mode, O(cost of r) (least-squares problems)."""
+        self._require(ProblemKind.LEAST_SQUARES, "residual")
+        if "vjp" not in self._derived:
+            x, p = self._symbols()
+            w = ca.SX.sym("w", self.residual.size1_out(0))
+            r = self.residual(x, p)
+            self._derived["vjp"] = ca.Function("residual_vjp", [x, p, w], [ca.gradient(ca.dot(w, r), x)],
+                                               ["x", "p", "w"], ["JTw"])
+        return self._derived["vjp"]
+
+    @property
+    def residual_hessian(self) -> ca.Function:
+        """``(x, p, c) -> sum_j c_j d^2 r_j / dx^2`` (least-squares problems; third derivatives of the
+        kinematics, costly)."""
+        self._require(ProblemKind.LEAST_SQUARES, "residual")
+        if "rH" not in self._derived:
+            x, p = self._symbols()
+            c = ca.SX.sym("c", self.residual.size1_out(0))
+            H, _ = ca.hessian(ca.dot(c, self.residual(x, p)), x)
+            self._derived["rH"] = ca.Function("residual_hessian", [x, p, c], [H], ["x", "p", "c"], ["S"])
+        return self._derived["rH"]
+
+    def describe(self) -> str:
+        obj = f", objective {self.objective.value}" if self.objective else ""
+        return (f"{self.integrator} order {self.order} ({self.kind.value}{obj}), nq={self.nq}, "
+                f"nx={self.nx}, forces [{', '.join(self.forces)}]")
+
+
+# ======================================================================================================
+# The solver contract
+# ======================================================================================================
+
+@dataclass
+class SolveResult:
+    """What a solver returns for one step problem.
+
+    Attributes:
+        x: the unknowns found (numpy vector).
+        iterations: iterations taken (one iteration = one accepted or rejected trial point).
+        grad_norm: infinity norm of the objective's gradient at ``x``.
+        converged: whether a stopping test of the solver was met (see its options).
+        reason: which test stopped it: ``"gradient"``, ``"step"``, ``"max_iter"``, ``"non_finite"``, ...
+        objective: the objective value at ``x``.
+        evaluations: number of calls to the problem's functions.
+    """
+
+    x: np.ndarray
+    iterations: int
+    grad_norm: float
+    converged: bool
+    reason: str
+    objective: float = float("nan")
+    evaluations: int = 0
+
+
+@runtime_checkable
+class Solver(Protocol):
+    """The object a solver plug-in's ``build(**options)`` returns."""
+
+    name: str
+    problems: frozenset
+
+    def solve(self, problem: StepProblem, x0: np.ndarray, p: np.ndarray) -> SolveResult: ...
+
+    # optional: ``prepare(problem)`` builds the derived functions the solver will evaluate; the Simulator
+    # calls it once, so building is not counted as stepping time.
+
+
+class _BlockWeight:
+    """``W = blockdiag(M, ..., M)^-1`` applied numerically (one Cholesky factorisation per step)."""
+
+    def __init__(self, M: np.ndarray, blocks: int) -> None:
+        import scipy.linalg
+
+        self._solve = scipy.linalg.cho_solve
+        self.c = scipy.linalg.cho_factor(np.asarray(M, float))
+        self.k, self.n = blocks, M.shape[0]
+
+    def __call__(self, a: np.ndarray) -> np.ndarray:
+        """``W a`` for a vector (k n,) or a matrix (k n, m)."""
+        if a.ndim == 1:
+            return self._solve(self.c, a.reshape(self.k, self.n).T, check_finite=False).T.ravel()
+        m = a.shape[1]
+        b = a.reshape(self.k, self.n, m).transpose(1, 0, 2).reshape(self.n, self.k * m)
+        return self._solve(self.c, b, check_finite=False).reshape(self.n, self.k, m).transpose(1, 0, 2).reshape(
+            self.k * self.n, m)
+
+
+def residual_weight(problem: StepProblem, p: np.ndarray) -> _BlockWeight | None:
+    """The numeric residual weight ``blockdiag(M_k)^-1`` of a least-squares problem with a metric."""
+    if problem.kind is not ProblemKind.LEAST_SQUARES or problem.metric is None:
+        return None
+    n_r = problem.residual.size1_out(0)
+    if n_r % problem.nq:
+        raise StepError(f"{problem.integrator}: residual length {n_r} is not a multiple of nq={problem.nq}")
+    return _BlockWeight(np.asarray(problem.metric(p)), n_r // problem.nq)
+
+
+def evaluator(problem: StepProblem, p: np.ndarray, mode: str):
+    """``x -> (f, g)`` (``mode="gradient"``) or ``x -> (f, g, H)`` (``"hessian"``: exact; ``"gauss_newton"``:
+    ``J^T J``, least-squares problems only) for one step's parameters ``p``. ``"hybrid"`` (least squares):
+    ``x -> (f, g, H_exact, J^T J)``; for a minimize problem it is ``"hessian"``.
+
+    For a least-squares problem ``f = 0.5 ||W r||^2`` with ``W = blockdiag(M_k)^-1`` when the problem has a
+    metric (the weighted residual of seed 000 Eq. 7, see the pbad plug-in), else ``W = I``; ``W`` is applied
+    numerically, so the CasADi graphs stay those of the raw residual.
+    """
+    if problem.kind is ProblemKind.MINIMIZE:
+        if mode == "gauss_newton":
+            raise StepError(f"{problem.integrator}: a minimize problem has no residual for a Gauss-Newton "
+                            f"Hessian (build it with objective='residual')")
+        mode = "hessian" if mode == "hybrid" else mode
+        fn = problem.gradient if mode == "gradient" else problem.hessian
+        if mode == "gradient":
+            def ev(x):
+                f, g = fn(x, p)
+                return float(f), np.asarray(g).ravel()
+        else:
+            def ev(x):
+                f, g, H = fn(x, p)
+                return float(f), np.asarray(g).ravel(), np.asarray(H)
+        return ev
+    if problem.kind is not ProblemKind.LEAST_SQUARES:
+        raise StepError(f"{problem.integrator}: an explicit step problem needs no solver")
+    W = residual_weight(problem, p)
+    if mode == "gradient":
+        rf, vjp = problem.residual, problem.residual_vjp
+
+        def ev(x):
+            r = np.asarray(rf(x, p)).ravel()
+            rw = W(r) if W is not None else r
+            c = W(rw) if W is not None else rw            # W symmetric: grad = J^T W^T W r
+            return 0.5 * float(rw @ rw), np.asarray(vjp(x, p, c)).ravel()
+        return ev
+    rJ = problem.residual_jacobian
+    exact = mode in ("hessian", "hybrid")
+    rH = problem.residual_hessian if exact else None
+
+    def ev(x):
+        r, J = rJ(x, p)
+        r, J = np.asarray(r).ravel(), np.asarray(J)
+        if W is not None:
+            r, J = W(r), W(J)
+        H = J.T @ J
+        if not exact:
+            return 0.5 * float(r @ r), J.T @ r, H
+        Hx = H + np.asarray(rH(x, p, W(r) if W is not None else r))
+        if mode == "hybrid":
+            return 0.5 * float(r @ r), J.T @ r, Hx, H
+        return 0.5 * float(r @ r), J.T @ r, Hx
+    return ev
+
+
+# ======================================================================================================
+# Shared helpers for integrator plug-ins
+# ======================================================================================================
+
+def resolve_forces(forces: Iterable[Any] | None) -> tuple[ForceModel, ...]:
+    """Turn ``forces`` entries into force-model instances.
+
+    Each entry is a registered name (``"gravity"``), a ``(name, params_dict)`` pair or a
+    :class:`~pbframework.forces.ForceModel` (or any object with ``forms`` and the matching methods).
+    """
+    from .forces import force_model
+
+    if forces is None:
+        return ()
+    if isinstance(forces, (str, ForceModel)) or (isinstance(forces, tuple) and len(forces) == 2
+                                                  and isinstance(forces[0], str)
+                                                  and isinstance(forces[1], Mapping)):
+        forces = [forces]
+    out = []
+    for entry in forces:
+        if isinstance(entry, str):
+            out.append(force_model(entry))
+        elif isinstance(entry, (tuple, list)) and len(entry) == 2 and isinstance(entry[0], str):
+            params = entry[1]
+            if not isinstance(params, Mapping):
+                raise StepError(f"force {entry[0]!r}: parameters must be a dict, got {type(params).__name__}")
+            out.append(force_model(entry[0], **params))
+        elif hasattr(entry, "forms"):
+            out.append(entry)
+        else:
+            raise StepError(f"forces: cannot use {entry!r} (give a force-model name, a (name, params) pair "
+                            f"or a ForceModel instance)")
+    return tuple(out)
+
+
+def force_forms(force: Any) -> frozenset[ForceForm]:
+    return frozenset(ForceForm(f) for f in getattr(force, "forms", ()))
+
+
+def force_label(force: Any) -> str:
+    return repr(force) if isinstance(force, ForceModel) else str(getattr(force, "name", force))
+
+
+def force_key(force: Any) -> tuple:
+    """Cache key of a force model: its type and parameters (instances without params(): identity)."""
+    try:
+        params = force.params()
+        return (type(force).__module__, type(force).__qualname__, repr(sorted(params.items())))
+    except Exception:  # noqa: BLE001 - no usable params(): fall back to identity
+        return ("id", id(force))
+
+
+def require_forms(forces: Sequence[Any], needed: ForceForm, integrator: str, why: str,
+                  alternative: ForceForm | None = None) -> None:
+    """Raise :class:`StepError` naming the first force model that lacks the ``needed`` form (or
+    ``alternative``)."""
+    for f in forces:
+        forms = force_forms(f)
+        if needed in forms or (alternative is not None and alternative in forms):
+            continue
+        want = needed.value + (f" or {alternative.value}" if alternative else "")
+        have = ", ".join(sorted(x.value for x in forms)) or "none"
+        raise StepError(f"force model {getattr(f, 'name', f)!r} offers the form(s) [{have}], which {integrator} "
+                        f"cannot accept: {why} needs {want}")
+
+
+def zero_gravity_model(model: ArticulatedBody) -> ArticulatedBody:
+    """A copy of ``model`` with gravity switched off (cached on ``model.cache``).
+
+    The built-in dynamics algorithms include ``model.gravity``; integrators apply gravity only through the
+    ``gravity`` force model, so every integrator sees exactly the forces it was given.
+    """
+    key = "_zero_gravity_model"
+    if key not in model.cache:
+        model.cache[key] = model if not np.any(model.gravity) else ArticulatedBody(
+            model.links, model.joints, gravity=(0.0, 0.0, 0.0), name=model.name)
+    return model.cache[key]
+
+
+def input_slices(model: ArticulatedBody, forces: Sequence[Any]) -> list[tuple[int, int]]:
+    """``(start, stop)`` of each force model's per-step inputs within ``u`` (empty when it reads none)."""
+    out, k = [], 0
+    for f in forces:
+        n = int(f.n_inputs(model)) if hasattr(f, "n_inputs") else 0
+        if n < 0:
+            raise StepError(f"force model {getattr(f, 'name', f)!r}: n_inputs must be >= 0, got {n}")
+        out.append((k, k + n))
+        k += n
+    return out
+
+
+def _u_kw(u, sl) -> dict:
+    return {} if u is None or sl[1] == sl[0] else {"u": u[sl[0]:sl[1]]}
+
+
+def potential_expr(model: ArticulatedBody, forces: Sequence[Any], q_next, q_cur, q_prev, dt, t, u=None):
+    """Sum of the potential terms of ``forces`` (each must have that form); ``u`` the step inputs."""
+    total = 0
+    for f, sl in zip(forces, input_slices(model, forces)):
+        total = total + f.potential(model, q_next, q_cur, q_prev, dt, t, **_u_kw(u, sl))
+    return total
+
+
+def generalized_force_expr(model: ArticulatedBody, forces: Sequence[Any], q, qd, t, u=None):
+    """Sum of the generalised forces of those ``forces`` that have that form, at (q, qd, t; u)."""
+    total = ca.SX.zeros(model.nq)
+    for f, sl in zip(forces, input_slices(model, forces)):
+        if ForceForm.GENERALIZED_FORCE in force_forms(f):
+            total = total + ca.reshape(f.generalized_force(model, q, qd, t, **_u_kw(u, sl)), model.nq, 1)
+    return total
+
+
+def acceleration_expr(model: ArticulatedBody, forces: Sequence[Any], q, qd, t, fd: str = "aba", u=None):
+    """``qdd`` from the forward-dynamics plug-in ``fd`` with the generalised forces of ``forces``."""
+    from .dynamics import forward_dynamics
+
+    fdf = forward_dynamics(zero_gravity_model(model), fd)
+    return fdf(q, qd, generalized_force_expr(model, forces, q, qd, t, u))
+
+
+def taylor_start(model: ArticulatedBody, forces: Sequence[Any], q0, qd0, t0, h, fd: str = "aba", u=None):
+    """Configuration at ``t0 + h`` (``h`` may be negative) by a third-order Taylor expansion.
+
+    ``q(t0 + h) ~ q0 + h qd0 + h^2/2 qdd0 + h^3/6 qddd0`` with ``qdd0`` from forward dynamics and
+    ``qddd0`` its exact time derivative (forward-mode directional derivative along ``(qd0, qdd0)`` plus
+    the explicit time dependence; the inputs ``u`` are held constant). Only force models with the
+    generalised-force form enter; the error is O(h^4) when all forces have that form, O(h^2) otherwise.
+    """
+    nu = 0 if u is None else u.shape[0]
+    q, v, tt, uu = ca.SX.sym("q", model.nq), ca.SX.sym("v", model.nq), ca.SX.sym("t"), ca.SX.sym("u", nu)
+    a = acceleration_expr(model, forces, q, v, tt, fd, uu if nu else None)
+    jerk = ca.jtimes(a, ca.vertcat(q, v, tt), ca.vertcat(v, a, 1))
+    terms = ca.Function("taylor_terms", [q, v, tt, uu], [a, jerk])
+    a0, j0 = terms(q0, qd0, t0, u if nu else ca.SX(0, 1))
+    return q0 + h * qd0 + h**2 / 2 * a0 + h**3 / 6 * j0
+
+
+def standard_params(ns: int, nu: int = 0) -> ca.Function:
+    """``(s, t, dt, u) -> p = [s; dt; t; u]``."""
+    s, t, dt, u = ca.SX.sym("s", ns), ca.SX.sym("t"), ca.SX.sym("dt"), ca.SX.sym("u", nu)
+    return ca.Function("params", [s, t, dt, u], [ca.vertcat(s, dt, t, u)], ["s", "t", "dt", "u"], ["p"])
+
+
+def split_params(p, ns: int):
+    """``(s, dt, t, u)`` views of a symbolic parameter vector ``[s; dt; t; u]``."""
+    return p[:ns], p[ns], p[ns + 1], p[ns + 2:]
+
+
+def init_symbols(nq: int, nu: int):
+    """Symbols ``(q0, qd0, t0, dt, u0)`` of an ``init`` function."""
+    return (ca.SX.sym("q0", nq), ca.SX.sym("qd0", nq), ca.SX.sym("t0"), ca.SX.sym("dt"), ca.SX.sym("u0", nu))
+
+
+INIT_NAMES = ["q0", "qd0", "t0", "dt", "u0"]
+
+
+# ======================================================================================================
+# Building (with a cache on the model)
+# ======================================================================================================
+
+def integrator_info(name: str):
+    from .registry import get_plugin
+
+    return get_plugin("integrator", name)
+
+
+def build_step(model: ArticulatedBody, integrator: str, config: StepConfig,
+               forces: Sequence[Any]) -> StepProblem:
+    """Build (or fetch from ``model.cache``) the step problem of ``integrator``.
+
+    Validates ``config.order`` against the plug-in's ``meta["orders"]`` and every force's forms against
+    ``meta["forms"]`` before calling the plug-in's ``build(model, config, forces)``.
+
+    Raises:
+        UnknownPluginError: no integrator of that name (lists the available ones).
+        StepError: unsupported order, or a force model in a form the integrator cannot accept.
+    """
+    info = integrator_info(integrator)
+    orders = tuple(info.meta.get("orders", ()))
+    order = config.order if config.order is not None else info.meta.get("default_order",
+                                                                       orders[0] if orders else None)
+    if orders and order not in orders:
+        raise StepError(f"integrator {integrator!r} does not support order={config.order!r} (supported "
+                        f"orders: {', '.join(str(o) for o in orders)})")
+    if order != config.order:
+        config = dataclasses.replace(config, order=order)
+    accepted = frozenset(ForceForm(f) for f in info.meta.get("forms", ()))
+    for f in forces:
+        if not (force_forms(f) & accepted):
+            have = ", ".join(sorted(x.value for x in force_forms(f))) or "none"
+            allowed = ", ".join(sorted(x.value for x in accepted)) or "none"
+            raise StepError(f"force model {getattr(f, 'name', f)!r} offers the form(s) [{have}]; integrator "
+                            f"{integrator!r} accepts [{allowed}]")
+    key = ("step_problem", integrator, config.key(), tuple(force_key(f) for f in forces))
+    cached = model.cache.get(key)
+    if cached is not None:
+        return cached
+    problem = info.build(model, config, tuple(forces))
+    if not isinstance(problem, StepProblem):
+        raise StepError(f"integrator {integrator!r}: build() returned {type(problem).__name__}, expected "
+                        f"a StepProblem")
+    model.cache[key] = problem
+    return problem

@@ -1,0 +1,102 @@
+"""Newton-Euler baselines: explicit integrators of ``M(q) qdd + C(q, qd) qd = sum of generalised forces``.
+
+The acceleration comes from a forward-dynamics plug-in (``StepConfig.fd``, default ``"aba"``, so
+``--fd cfa`` selects another registered algorithm) applied to the model with gravity switched off; gravity
+and every other force enter through the force models' generalised-force form. The state is
+``s = [q; qd]``, ``f(s, t) = [qd; qdd(q, qd, t)]``:
+
+=====================  =====  ==========================================================================
+name                   order  update
+=====================  =====  ==========================================================================
+forward_euler          1      ``s' = s + dt f(s, t)``
+semi_implicit_euler    1      ``qd' = qd + dt qdd(q, qd, t)``, ``q' = q + dt qd'`` (seed 000 Eq. 3)
+rk2                    2      explicit midpoint: ``k2 = f(s + dt/2 k1, t + dt/2)``, ``s' = s + dt k2``
+rk3                    3      Kutta's third order: ``k3 = f(s - dt k1 + 2 dt k2, t + dt)``,
+                              ``s' = s + dt/6 (k1 + 4 k2 + k3)``
+rk4                    4      the classic fourth-order Runge-Kutta method
+=====================  =====  ==========================================================================
+
+Per-step force inputs ``u`` (``ForceModel.n_inputs``) are held constant over the step (zero-order hold).
+The problems are :attr:`~pbframework.step.ProblemKind.EXPLICIT`: ``advance(x_empty, p)`` is the next
+state, no solver runs. The velocity reported is the state's ``qd``.
+"""
+
+from __future__ import annotations
+
+import casadi as ca
+
+from pbframework.forces import ForceForm
+from pbframework.hookspecs import PluginInfo, hookimpl
+from pbframework.model import ArticulatedBody
+from pbframework.step import (
+    INIT_NAMES, ProblemKind, StepConfig, StepProblem, acceleration_expr, force_label, init_symbols,
+    input_slices, require_forms, split_params, standard_params,
+)
+
+METHODS: dict[str, tuple[int, str]] = {
+    "forward_euler": (1, "Newton-Euler forward (explicit) Euler on forward dynamics"),
+    "semi_implicit_euler": (1, "Newton-Euler semi-implicit (symplectic) Euler, seed 000 Eq. 3"),
+    "rk2": (2, "Newton-Euler explicit midpoint Runge-Kutta, order 2"),
+    "rk3": (3, "Newton-Euler Kutta's Runge-Kutta, order 3"),
+    "rk4": (4, "Newton-Euler classic Runge-Kutta, order 4"),
+}
+
+
+def _builder(method: str):
+    def build(model: ArticulatedBody, config: StepConfig, forces) -> StepProblem:
+        forces = tuple(forces)
+        require_forms(forces, ForceForm.GENERALIZED_FORCE, method, "a Newton-Euler integrator")
+        nq = model.nq
+        ns = 2 * nq
+        nu = input_slices(model, forces)[-1][1] if forces else 0
+        qs, vs, ts, us = ca.SX.sym("q", nq), ca.SX.sym("v", nq), ca.SX.sym("t"), ca.SX.sym("u", nu)
+        acc = ca.Function("acc", [qs, vs, ts, us],
+                          [acceleration_expr(model, forces, qs, vs, ts, config.fd, us if nu else None)])
+        x, p = ca.SX.sym("x", 0), ca.SX.sym("p", ns + 2 + nu)
+        s, dt, t, u = split_params(p, ns)
+
+        def f(state, time):
+            return ca.vertcat(state[nq:], acc(state[:nq], state[nq:], time, u))
+
+        if method == "forward_euler":
+            s_next = s + dt * f(s, t)
+        elif method == "semi_implicit_euler":
+            v_next = s[nq:] + dt * acc(s[:nq], s[nq:], t, u)
+            s_next = ca.vertcat(s[:nq] + dt * v_next, v_next)
+        elif method == "rk2":
+            k1 = f(s, t)
+            s_next = s + dt * f(s + dt / 2 * k1, t + dt / 2)
+        elif method == "rk3":
+            k1 = f(s, t)
+            k2 = f(s + dt / 2 * k1, t + dt / 2)
+            k3 = f(s - dt * k1 + 2 * dt * k2, t + dt)
+            s_next = s + dt / 6 * (k1 + 4 * k2 + k3)
+        else:  # rk4
+            k1 = f(s, t)
+            k2 = f(s + dt / 2 * k1, t + dt / 2)
+            k3 = f(s + dt / 2 * k2, t + dt / 2)
+            k4 = f(s + dt * k3, t + dt)
+            s_next = s + dt / 6 * (k1 + 2 * k2 + 2 * k3 + k4)
+        q0, qd0, t0, dt0, u0 = init_symbols(nq, nu)
+        return StepProblem(
+            integrator=method, kind=ProblemKind.EXPLICIT, config=config, nq=nq, nx=0, ns=ns, nu=nu,
+            init=ca.Function("init", [q0, qd0, t0, dt0, u0], [ca.vertcat(q0, qd0)], INIT_NAMES, ["s0"]),
+            params=standard_params(ns, nu),
+            guess=ca.Function("guess", [p], [ca.SX(0, 1)], ["p"], ["x0"]),
+            advance=ca.Function("advance", [x, p], [s_next], ["x", "p"], ["s_next"]),
+            order=METHODS[method][0], objective=None, forces=tuple(force_label(fm) for fm in forces),
+            velocity="the state's generalised velocity qd", start="s0 = [q0; qd0]",
+            meta={"fd": config.fd},
+        )
+
+    build.__name__ = f"build_{method}"
+    build.__doc__ = f"Build the {method} step problem (see module docstring)."
+    return build
+
+
+@hookimpl
+def pbf_integrators():
+    return [PluginInfo(name, desc, _builder(name),
+                       meta={"forms": frozenset({ForceForm.GENERALIZED_FORCE}), "orders": (order,),
+                             "default_order": order, "implicit": False})
+            for name, (order, desc) in METHODS.items()]

@@ -1,0 +1,296 @@
+r"""Position-based articulated dynamics (PBAD, seed 000 §4) and its high-order collocation (§4.1).
+
+Collocation nodes
+-----------------
+For order ``K >= 2`` the step from ``t_k`` to ``t_{k+1} = t_k + dt`` has the unknown configurations
+``q_{k+alpha_1} ... q_{k+alpha_{K-1}}`` where ``alpha_1 < ... < alpha_{K-2}`` are the roots of the
+shifted Legendre polynomial ``L_{K-2}(2 alpha - 1)`` and ``alpha_{K-1} = 1``. In step units
+``tau = (t - t_k) / dt`` the degree-K collocation polynomial passes through the K+1 nodes
+
+    tau_0 = alpha_{K-2} - 1   (the previous step's last interior node; alpha_0 = 0, so tau_0 = -1 for K=2)
+    tau_1 = 0                 (q_k)
+    tau_{1+j} = alpha_j       (the unknowns, j = 1..K-1)
+
+Every body point follows the *workspace* polynomial ``P(tau) = sum_m l_m(tau) P(q_m)`` through its
+positions at the nodes (``l_m`` the Lagrange basis), so ``Pdd(tau_i) = dt^-2 sum_m l_m''(tau_i) P(q_m)``.
+
+Residual form (Eq. 6-7), derived
+--------------------------------
+Eq. 6 at node i: ``int dP(q_i)/dq_i^T [rho Pdd(tau_i) - f] dp = 0``. With homogeneous link transforms
+``T_e(q)`` and the second-moment matrix ``M~_e = int (p;1)(p;1)^T dm`` of each link (seed 000 Eq. 8),
+
+    int P(q_a) . (sum_m w_m P(q_m)) dm = sum_e (T_e(q_a)^T D_e) : M~_e,    D_e = sum_m w_m T_e(q_m),
+
+and since ``sum_m l_m''(tau) = 0`` the bottom row of ``D_e`` vanishes. Differentiating in ``q_a`` with
+``D_e`` held fixed gives the inertial term of Eq. 6 as a *gradient of the inertia integral*
+``d/dq_a sum_m w_m I(q_a, q_m)`` (the ``dI/dq_b`` entries of Table 1), evaluated at ``q_a = q_i`` with
+``w_m = l_m''(tau_i)``. The external term ``int dP/dq^T f dp`` is the generalised force ``F_i`` of the
+force models (their ``generalized_force`` at ``(q_i, qd_i, t_k + tau_i dt)``, the velocity ``qd_i`` being
+the derivative of the configuration-space polynomial through the nodes). Scaling by ``dt^2``:
+
+    r_i(x) = d/dq_a [ sum_e (T_e(q_a)^T D_e^{(i)}) : M~_e ]_{q_a = q_i}  -  dt^2 F_i ,   i = 2..K,
+
+one block of ``nq`` per unknown node; Eq. 7 is ``sum_i ||r_i||^2`` (we minimise ``0.5 ||r||^2``). The
+residual is a sum of squares over generalised coordinates because the workspace residual
+``rho Pdd - f`` has been projected by ``J^T = dP/dq^T``. Its Jacobian needs ``d^2 I / dq_b^2`` and
+``d^2 I / dq_a dq_b`` only (Table 1), i.e. second derivatives of the kinematics.
+
+Preconditioning (``StepConfig.precondition``, default on): the Jacobian of ``r`` is close to
+``W (x) M`` (``W`` the node weights, ``M`` the mass matrix), whose condition number for a chain is 1e6 and
+more, so ``J^T J`` (1e12) makes damped Gauss-Newton and L-BFGS crawl. We therefore minimise
+``0.5 sum_i ||M_k^-1 r_i||^2`` with ``M_k = M(q_k)`` fixed during the step: the weighted residual is an
+acceleration times ``dt^2`` (radians), its Jacobian ``~ W (x) I + O(dt)`` is far better conditioned, and
+because the collocation system is square its zero-residual solution is unchanged. The problem carries
+``M_k`` as its ``metric`` and the solvers apply the weight numerically (one Cholesky factorisation per
+step, :func:`pbframework.step.evaluator`), so the CasADi graphs stay those of the raw residual (an
+in-graph factorisation made the CHAIN-100 Jacobian 6x larger). With ``precondition=False`` the objective is
+the literal Eq. 7.
+
+Energy form (Eq. 5), order 2
+----------------------------
+With nodes (q_{k-1}, q_k, q_{k+1}) the weights are (1, -2, 1) and Eq. 5 times ``dt^2`` is
+
+    E(q) = 1/2 int ||P(q) - 2 P(q_k) + P(q_{k-1})||^2 dm + dt^2 sum Q(q, q_k, q_{k-1}; dt, t_{k+1})
+         = 1/2 sum_e (D_e^T D_e) : M~_e + dt^2 sum Q ,     D_e = T_e(q) - 2 T_e(q_k) + T_e(q_{k-1}),
+
+which equals ``1/2 (I(q,q) - 4 I(q,q_k) + 2 I(q,q_{k-1}) + const)`` of the inertia integral but is
+evaluated from the small difference ``D_e`` (no cancellation of large terms at small dt). Its gradient is
+``dt^2`` times the left side of Eq. 4, so the minimiser is Eq. 4's solution. The factor ``dt^2`` makes the
+gradient a mass-weighted displacement (kg m^2): solver tolerances mean the same at every dt.
+
+Velocity estimate, start and initial guess
+------------------------------------------
+The velocity carried in the state (and used for the reported kinetic energy) is, for K = 2, the backward
+difference ``v_{k+1} = (q_{k+1} - q_k) / dt``: it is the scheme's own velocity. For ``x'' = -w^2 x`` the
+scheme ``x_{k+1} - 2 x_k + x_{k-1} = -dt^2 w^2 x_{k+1}`` multiplied by ``x_{k+1} - x_k`` gives
+
+    (v_{k+1}^2 + w^2 x_{k+1}^2)/2 - (v_k^2 + w^2 x_k^2)/2 = -(v_{k+1} - v_k)^2/2 - w^2 (x_{k+1} - x_k)^2/2 <= 0,
+
+so the reported energy never grows (the second-order BDF2 estimate has no such property and, at large dt
+on long chains, reports energy the positions do not have). For K >= 3 it is the derivative at ``t_{k+1}``
+of the configuration-space polynomial through the K+1 node configurations (accurate to the scheme's
+order). The first history node ``q(t0 + tau_0 dt)`` comes from
+a third-order Taylor expansion of the exact motion backwards from ``(q0, qd0)`` (forward dynamics with the
+generalised-force models; :func:`pbframework.step.taylor_start`), accurate to O(dt^4). The solver starts
+from the second-order Taylor prediction ``q_k + a dt v_k + (a dt)^2 / 2 qdd(q_k, v_k)`` at each node
+(forward dynamics with the generalised-force models), scaled down to at most :data:`GUESS_STEP` rad.
+
+Reported kinetic energy: for K >= 3, ``qd^T M(q) qd / 2`` with the velocity above. For K = 2 it is the
+kinetic energy of the scheme's own velocity estimate of every body point, the chord
+``(P(q_{k+1}) - P(q_k)) / dt``: ``T = 1/2 int ||P(q_{k+1}) - P(q_k)||^2 dm / dt^2`` (the inertia-integral
+form, evaluated from the difference of the transforms), which equals ``v^T M v / 2`` up to O(dt) but,
+unlike it, does not depend on the coordinate chart (near a ball joint's gimbal lock a coordinate may turn
+by radians while the body barely moves).
+
+A step retried as two half steps re-expresses the history without dynamics (``restart``): the history
+node moves along the line ``q_k + ratio (q_h - q_k)``, exact for K = 2 and first order for K >= 3.
+
+Accuracy: the order-K position-based collocation is, like the paper says (§6.1), comparable to a
+Runge-Kutta method of order K-1; tests/test_convergence.py measures the global orders.
+"""
+
+from __future__ import annotations
+
+import casadi as ca
+import numpy as np
+
+from pbframework.dynamics import crba
+from pbframework.forces import ForceForm
+from pbframework.hookspecs import PluginInfo, hookimpl
+from pbframework.kinematics import element_poses, element_tree
+from pbframework.model import ArticulatedBody
+from pbframework.step import (
+    INIT_NAMES, Objective, acceleration_expr, ProblemKind, StepConfig, StepError, StepProblem, force_forms, force_label,
+    generalized_force_expr, init_symbols, input_slices, potential_expr, require_forms, split_params,
+    standard_params, taylor_start,
+)
+
+MAX_ORDER = 8
+GUESS_STEP = 0.25
+"""Largest predicted displacement (infinity norm, rad / m) of the initial guess; a longer Taylor prediction
+is scaled down (near a joint singularity forward dynamics predicts accelerations the implicit step never
+takes)."""
+
+
+def collocation_nodes(order: int) -> np.ndarray:
+    """The K+1 node times ``tau`` (in steps, relative to t_k) of the order-K scheme (module docstring)."""
+    K = int(order)
+    if K < 2:
+        raise StepError(f"pbad: order must be >= 2, got {order!r}")
+    interior = (np.polynomial.legendre.leggauss(K - 2)[0] + 1.0) / 2.0 if K > 2 else np.zeros(0)
+    alphas = np.concatenate([np.sort(interior), [1.0]])
+    last_interior = alphas[-2] if K > 2 else 0.0
+    return np.concatenate([[last_interior - 1.0, 0.0], alphas])
+
+
+def lagrange_derivative_weights(nodes: np.ndarray, at: np.ndarray, derivative: int) -> np.ndarray:
+    """``W[i, m] = l_m^{(derivative)}(at[i])`` for the Lagrange basis through ``nodes``."""
+    nodes = np.asarray(nodes, float)
+    n = len(nodes)
+    V = np.vander(nodes, n, increasing=True)           # V[m, j] = nodes[m]^j
+    C = np.linalg.inv(V)                               # l_m(tau) = sum_j C[j, m] tau^j
+    W = np.zeros((len(at), n))
+    for i, a in enumerate(np.atleast_1d(at)):
+        row = np.zeros(n)
+        for j in range(derivative, n):
+            coef = np.prod(np.arange(j - derivative + 1, j + 1)) if derivative else 1.0
+            row[j] = coef * a ** (j - derivative)
+        W[i] = row @ C
+    return W
+
+
+def _massive(model: ArticulatedBody):
+    return [(i, e.second_moment) for i, e in enumerate(element_tree(model).elements) if e.mass > 0.0]
+
+
+def _quad(DR, Dt, M) -> ca.SX:
+    """``(D^T D) : M~`` = int ||DR p + Dt||^2 dm for a homogeneous difference D with zero bottom row."""
+    S, mc, m = ca.DM(M[:3, :3]), ca.DM(M[:3, 3]), float(M[3, 3])
+    return ca.sum1(ca.sum2(ca.mtimes(DR.T, DR) * S)) + 2 * ca.dot(Dt, ca.mtimes(DR, mc)) + m * ca.dot(Dt, Dt)
+
+
+def inertia_force_function(model: ArticulatedBody) -> ca.Function:
+    """``G: (qa, D) -> d/dqa sum_e (T_e(qa)^T D_e) : M~_e`` with ``D`` the stacked (DR, Dt) of every massive
+    element (12 numbers each, column-major DR then Dt). Cached on the model."""
+    key = "_pbad_inertia_force"
+    if key not in model.cache:
+        massive = _massive(model)
+        qa = ca.SX.sym("qa", model.nq)
+        D = ca.SX.sym("D", 12 * len(massive))
+        poses = element_poses(model, qa)
+        w = 0
+        for k, (i, M) in enumerate(massive):
+            Ra, ta = poses[i]
+            DR = ca.reshape(D[12 * k:12 * k + 9], 3, 3)
+            Dt = D[12 * k + 9:12 * k + 12]
+            S, mc, m = ca.DM(M[:3, :3]), ca.DM(M[:3, 3]), float(M[3, 3])
+            w = (w + ca.sum1(ca.sum2(Ra * ca.mtimes(DR, S))) + ca.dot(ta, ca.mtimes(DR, mc))
+                 + ca.dot(ca.mtimes(Ra, mc), Dt) + m * ca.dot(ta, Dt))
+        model.cache[key] = ca.Function("pbad_inertia_force", [qa, D], [ca.gradient(w, qa)], ["qa", "D"], ["G"])
+    return model.cache[key]
+
+
+def build_pbad(model: ArticulatedBody, config: StepConfig, forces) -> StepProblem:
+    """Assemble one PBAD / position-based collocation step (see the module docstring)."""
+    K = int(config.order or 2)
+    nq = model.nq
+    forces = tuple(forces)
+    objective = config.objective
+    if objective is Objective.AUTO:
+        has_potential = all(ForceForm.POTENTIAL in force_forms(f) for f in forces)
+        objective = Objective.ENERGY if (K == 2 and has_potential) else Objective.RESIDUAL
+    if objective is Objective.ENERGY:
+        if K != 2:
+            raise StepError(f"pbad: objective='energy' (seed 000 Eq. 5) exists for order 2 only, got "
+                            f"order={K} (use objective='residual', Eq. 7)")
+        require_forms(forces, ForceForm.POTENTIAL, "pbad", "the energy objective (Eq. 5)")
+    elif K == 2:
+        require_forms(forces, ForceForm.GENERALIZED_FORCE, "pbad", "the residual objective (Eq. 7)",
+                      alternative=ForceForm.POTENTIAL)
+    else:
+        require_forms(forces, ForceForm.GENERALIZED_FORCE, f"pbad order {K}",
+                      f"collocation of order {K} (Eq. 7, potentials act only over one full step)")
+
+    tau = collocation_nodes(K)
+    W2 = lagrange_derivative_weights(tau, tau, 2)      # W2[i, m] = l_m''(tau_i)
+    W1 = lagrange_derivative_weights(tau, tau, 1)      # W1[i, m] = l_m'(tau_i)
+    ns, nx = 3 * nq, (K - 1) * nq
+    nu = input_slices(model, forces)[-1][1] if forces else 0
+    x, p = ca.SX.sym("x", nx), ca.SX.sym("p", ns + 2 + nu)
+    s, dt, t, u = split_params(p, ns)
+    q_k, v_k, q_h = s[:nq], s[nq:2 * nq], s[2 * nq:]
+    Q = [q_h, q_k] + [x[j * nq:(j + 1) * nq] for j in range(K - 1)]
+
+    # -- init, guess, advance --------------------------------------------------------------------------
+    q0, qd0, t0, dt0, u0 = init_symbols(nq, nu)
+    qh0 = taylor_start(model, forces, q0, qd0, t0, tau[0] * dt0, config.fd, u0 if nu else None)
+    init = ca.Function("init", [q0, qd0, t0, dt0, u0], [ca.vertcat(q0, qd0, qh0)], INIT_NAMES, ["s0"])
+    a_k = acceleration_expr(model, forces, q_k, v_k, t, config.fd, u if nu else None)
+    moves = [a * dt * v_k + (a * dt) ** 2 / 2 * a_k for a in tau[2:]]
+    cap = ca.fmin(1.0, GUESS_STEP / ca.fmax(ca.norm_inf(moves[-1]), 1e-300))
+    guess = ca.Function("guess", [p], [ca.vertcat(*[q_k + cap * d for d in moves])], ["p"], ["x0"])
+    s_sym, ratio = ca.SX.sym("s", ns), ca.SX.sym("ratio")
+    qs, hs = s_sym[:nq], s_sym[2 * nq:]
+    restart = ca.Function("restart", [s_sym, ratio], [ca.vertcat(s_sym[:2 * nq], qs + ratio * (hs - qs))],
+                          ["s", "ratio"], ["s_restart"])
+    if K == 2:     # backward difference: the scheme's own velocity (its discrete energy cannot grow)
+        v_next = (Q[2] - Q[1]) / dt
+    else:          # derivative of the degree-K collocation polynomial at t_{k+1}
+        v_next = sum(float(W1[K, m]) * Q[m] for m in range(K + 1)) / dt
+    advance = ca.Function("advance", [x, p], [ca.vertcat(Q[K], v_next, Q[K - 1])], ["x", "p"], ["s_next"])
+
+    massive = _massive(model)
+    poses = [element_poses(model, Qm) for Qm in Q]
+    kinetic = None
+    if K == 2:      # T = 1/2 int ||P(q_{k+1}) - P(q_k)||^2 dm / dt^2, from the state [q; v; q_prev]
+        dts = ca.SX.sym("dt")
+        pa, pb_ = element_poses(model, qs), element_poses(model, hs)
+        T = sum(0.5 * _quad(pa[i][0] - pb_[i][0], pa[i][1] - pb_[i][1], M) for i, M in massive) / dts**2
+        kinetic = ca.Function("kinetic", [s_sym, dts], [T], ["s", "dt"], ["T"])
+
+    def difference(weights, i_elem):
+        DR = sum(float(w) * poses[m][i_elem][0] for m, w in enumerate(weights) if w != 0.0)
+        Dt = sum(float(w) * poses[m][i_elem][1] for m, w in enumerate(weights) if w != 0.0)
+        return DR, Dt
+
+    Mk = crba(model)(q_k)
+    metric = ca.Function("metric", [p], [Mk], ["p"], ["M"])
+    meta = {"nodes": tau.tolist(), "weights_acc": W2.tolist(), "weights_vel": W1.tolist()}
+    common = dict(integrator="pbad", config=config, nq=nq, nx=nx, ns=ns, nu=nu, init=init,
+                  params=standard_params(ns, nu), guess=guess, advance=advance, order=K, objective=objective,
+                  forces=tuple(force_label(f) for f in forces), metric=metric, restart=restart,
+                  kinetic=kinetic,
+                  velocity=("backward difference (q_{k+1} - q_k)/dt" if K == 2 else
+                            "derivative at t_{k+1} of the degree-K configuration polynomial through the "
+                            "K+1 collocation configurations"),
+                  start=(f"history node q(t0{tau[0]:+.4f} dt) by a 3rd-order Taylor expansion from "
+                         f"(q0, qd0) with forward dynamics '{config.fd}'"),
+                  meta=meta)
+
+    if objective is Objective.ENERGY:
+        E = 0
+        for i_elem, M in massive:
+            DR, Dt = difference((1.0, -2.0, 1.0), i_elem)   # nodes (q_{k-1}, q_k, q_{k+1})
+            E = E + 0.5 * _quad(DR, Dt, M)
+        E = E + dt**2 * potential_expr(model, forces, Q[2], q_k, q_h, dt, t + dt, u)
+        fobj = ca.Function("pbad_energy", [x, p], [E], ["x", "p"], ["f"])
+        return StepProblem(kind=ProblemKind.MINIMIZE, objective_fn=fobj, **common)
+
+    G = inertia_force_function(model)
+    blocks = []
+    for i in range(2, K + 1):
+        D = []
+        for i_elem, _ in massive:
+            DR, Dt = difference(W2[i], i_elem)
+            D += [ca.reshape(DR, 9, 1), Dt]
+        inertial = G(Q[i], ca.vertcat(*D)) if D else ca.SX.zeros(nq)
+        v_i = sum(float(W1[i, m]) * Q[m] for m in range(K + 1)) / dt
+        F = generalized_force_expr(model, forces, Q[i], v_i, t + tau[i] * dt, u)
+        potential_only = [f for f in forces if ForceForm.GENERALIZED_FORCE not in force_forms(f)]
+        if potential_only:   # order 2 only (checked above): they enter as -dQ/dq_{k+1}
+            qn = ca.SX.sym("qn", nq)
+            slices = dict(zip(map(id, forces), input_slices(model, forces)))
+            Qsum = 0
+            for f in potential_only:
+                a, b = slices[id(f)]
+                Qsum = Qsum + f.potential(model, qn, q_k, q_h, dt, t + dt, **({"u": u[a:b]} if b > a else {}))
+            gradQ = ca.Function("dQ", [qn, p], [ca.gradient(Qsum, qn)])
+            F = F - gradQ(Q[i], p)
+        blocks.append(inertial - dt**2 * F)
+    if not config.precondition:   # the literal Eq. 7; otherwise the metric weights the residual blocks
+        common["metric"] = None
+    r = ca.vertcat(*blocks)
+    fres = ca.Function("pbad_residual", [x, p], [r], ["x", "p"], ["r"])
+    return StepProblem(kind=ProblemKind.LEAST_SQUARES, residual=fres, **common)
+
+
+@hookimpl
+def pbf_integrators():
+    return [PluginInfo(
+        "pbad",
+        "position-based articulated dynamics (seed 000 Eq. 5) and Legendre collocation of order K >= 3 (Eq. 7)",
+        build_pbad,
+        meta={"forms": frozenset({ForceForm.POTENTIAL, ForceForm.GENERALIZED_FORCE}),
+              "orders": tuple(range(2, MAX_ORDER + 1)), "default_order": 2,
+              "objectives": (Objective.ENERGY, Objective.RESIDUAL), "implicit": True},
+    )]

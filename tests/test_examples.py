@@ -1,0 +1,69 @@
+"""Every script in ``examples/`` runs in fast mode (STYLE.md 13: examples are executed documentation).
+
+Each script is run as a user would, ``python examples/<name>.py --out DIR`` with ``PBF_EXAMPLES_FAST=1``,
+in a subprocess. It must exit with status 0, print something and write its results into DIR; the
+built-in examples are also checked for a meaningful result.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+SCRIPTS = sorted(p for p in EXAMPLES.glob("*.py") if not p.name.startswith("_"))
+TIMEOUT_S = 120
+
+
+def _check_chain_fall(out: Path, stdout: str) -> None:
+    results = json.loads((out / "chain_fall.json").read_text())
+    assert (out / "chain_fall_energy.png").stat().st_size > 0
+    for name, r in results.items():
+        assert not r["diverged"], name
+        assert 0.0 <= r["energy_error_percent"] < 5.0, (name, r)
+    assert "energy error" in stdout
+
+
+def _check_swimmer_cmaes(out: Path, stdout: str) -> None:
+    results = json.loads((out / "swimmer_cmaes.json").read_text())
+    assert (out / "swimmer_com.png").stat().st_size > 0
+    assert results["speed_after"] > results["speed_before"] + 0.05, results
+    assert abs(results["speed_isotropic_drag"]) < 1e-4, results
+    assert "forward speed before CMA-ES" in stdout
+
+
+def _check_spider_walk(out: Path, stdout: str) -> None:
+    results = json.loads((out / "spider_walk.json").read_text())
+    assert (out / "spider_walk.png").stat().st_size > 0
+    assert results["distance_m"] > 0.05, results
+    assert results["torso_height_min_m"] > 0.05, results  # it walks, it does not crawl on its belly
+    assert results["unconverged_steps"] == 0, results
+    assert "spider walked" in stdout
+
+
+CHECKS = {"chain_fall": _check_chain_fall, "swimmer_cmaes": _check_swimmer_cmaes,
+          "spider_walk": _check_spider_walk}
+
+
+def test_examples_exist():
+    assert {p.stem for p in SCRIPTS} >= set(CHECKS)
+
+
+@pytest.mark.parametrize("script", SCRIPTS, ids=[p.stem for p in SCRIPTS])
+def test_example_runs_in_fast_mode(script: Path, tmp_path: Path):
+    first_line = (script.read_text().split('"""')[1].strip().splitlines() or [""])[0]
+    assert first_line, f"{script.name} needs a title docstring"
+    env = {**os.environ, "PBF_EXAMPLES_FAST": "1", "MPLBACKEND": "Agg"}
+    proc = subprocess.run([sys.executable, str(script), "--out", str(tmp_path)], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=TIMEOUT_S)
+    assert proc.returncode == 0, f"{script.name} failed:\n{proc.stdout}\n{proc.stderr}"
+    assert proc.stdout.strip(), f"{script.name} printed nothing"
+    assert any(tmp_path.iterdir()), f"{script.name} wrote nothing to --out"
+    check = CHECKS.get(script.stem)
+    if check is not None:
+        check(tmp_path, proc.stdout)
