@@ -77,8 +77,9 @@ PBF_EXPORT void pbf_work_size(const casadi_real* opt, casadi_int* n_real, casadi
   n += PBF_MX * PBF_BD + nd * PBF_BD;
   n += 2 * m * PBF_MX + 2 * m;
   n += lev * 4 * PBF_NS + 2 * PBF_NS;
-  *n_real = n + 8;
-  *n_int = PBF_SZ_IW + 1;
+  /* padded to whole 128-byte blocks (plus one), so the per-thread blocks of a batch share no cache line */
+  *n_real = ((n + 16 + 15) / 16) * 16;
+  *n_int = ((PBF_SZ_IW + 1 + 16 + 15) / 16) * 16;
 }
 
 static void pbf_ws_init(const casadi_real* opt, casadi_real* w, casadi_int* iw, pbf_ws* ws) {
