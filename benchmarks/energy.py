@@ -17,6 +17,10 @@ Usage::
     python benchmarks/energy.py                 # full: 10 s, both parts
     python benchmarks/energy.py --quick         # 2 s, CHAIN-10 and CHAIN-40 instead of CHAIN-100
     python benchmarks/energy.py --no-stability  # part 1 only
+    python benchmarks/energy.py --backend casadi  # the CasADi VM instead of generated C (slower)
+
+The "build" column is the Simulator's set-up (for ``c`` the C source generation and compilation on a cold
+cache; nothing on a warm one); wall is the rollout alone.
 
 Writes ``benchmarks/out/energy.json`` (every series and figure) and ``benchmarks/out/energy.png``.
 """
@@ -83,9 +87,14 @@ def run_mujoco(n: int, dt: float, duration: float, integrator: str, energy_fn, s
             "iterations": 0.0, "build": 0.0}
 
 
+BACKEND = "c"
+"""``--backend``: the generated-C rollout by default (the series equal the CasADi VM's to rounding, see
+tests/test_backend_c.py; only the wall times differ)."""
+
+
 def run_pbf(model, integrator: str, dt: float, duration: float, order=None, solver="auto") -> dict:
     t0 = time.perf_counter()
-    sim = pbf.Simulator(model, integrator, order=order, solver=solver, dt=dt)
+    sim = pbf.Simulator(model, integrator, order=order, solver=solver, dt=dt, backend=BACKEND)
     build = time.perf_counter() - t0
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
@@ -185,7 +194,11 @@ def main(argv=None) -> int:
     ap.add_argument("--chains", default=None, help="comma-separated N (default 10,100; quick 10,40)")
     ap.add_argument("--no-stability", action="store_true")
     ap.add_argument("--no-fig2", action="store_true")
+    ap.add_argument("--backend", choices=("c", "casadi"), default="c",
+                    help="pbframework backend (default c: generated C; builds are cached)")
     args = ap.parse_args(argv)
+    global BACKEND
+    BACKEND = args.backend
     duration = args.duration or (2.0 if args.quick else 10.0)
     chains = [int(c) for c in (args.chains or ("10,40" if args.quick else "10,100")).split(",")]
     pbad_dt = {int(k): float(v) for k, v in (kv.split(":") for kv in args.pbad_dt.split(","))}

@@ -28,7 +28,7 @@ from .driver import SOLVERS, DriverError, KernelPlan, emit_step_library
 
 __all__ = ["CRunner", "RolloutArrays", "BatchArrays", "REASONS", "FLOAT_TOLERANCE_FLOORS", "solver_option_vector"]
 
-REASONS = ("gradient", "step", "precision", "max_iter", "non_finite", "line_search", "explicit", "residual")
+REASONS = ("gradient", "step", "precision", "max_iter", "non_finite", "line_search", "explicit", "residual", "stalled")
 """``SolveResult.reason`` for the C driver's reason codes."""
 
 _POLICY = {"halve": 0, "record": 1, "raise": 2}
@@ -36,7 +36,7 @@ FLOAT_TOLERANCE_FLOORS = {1: 1e-6, 2: 1e-6, 12: 1e-4, 14: 1e-6}
 """Float builds: lower bounds of gtol (index 1), xtol (2), rtol (12) and residual_tol (14) of the option
 vector. Single precision resolves the dt^2-scaled objectives of the integrators to about 1e-7 (kg m^2) and
 residuals to about 1e-5, so the double-precision defaults (1e-10, 1e-9, 1e-6) would never be met."""
-_NOPT = 15
+_NOPT = 16
 _NST = 5
 _INT = ctypes.c_longlong
 _INT_P = ctypes.POINTER(_INT)
@@ -153,6 +153,7 @@ def solver_option_vector(solver: str, options: Mapping[str, Any] | None, *, on_f
     v[12] = g("rtol", np.inf)
     v[13] = g("max_step", np.inf)
     v[14] = g("residual_tol", v[1])
+    v[15] = g("stall", 0)
     return v, opts
 
 

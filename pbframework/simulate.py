@@ -31,7 +31,7 @@ from .model import ArticulatedBody
 from .result import BatchTrajectory, Trajectory
 from .step import (
     Objective, ProblemKind, SolveResult, StepConfig, StepError, StepProblem, build_step, input_slices,
-    integrator_info, resolve_forces,
+    integrator_info, resolve_forces, restart_state,
 )
 
 
@@ -268,27 +268,8 @@ class Simulator:
         return self._restart(s2, half, 2.0), total
 
     def _restart(self, s: np.ndarray, dt: float, ratio: float) -> np.ndarray:
-        """The state re-expressed for a step ``ratio`` times ``dt`` (problem.restart), energy-safe: where the
-        problem reports its own kinetic energy, the history offset is shrunk (bisection) until the
-        re-expressed state has no more kinetic energy than ``s`` -- a retry may lose energy, never gain it."""
-        pb = self.problem
-        if pb.restart is None:
-            return s
-        out = np.asarray(pb.restart(s, ratio)).ravel()
-        if pb.kinetic is None:
-            return out
-        T0 = float(pb.kinetic(s, dt))
-        if float(pb.kinetic(out, dt * ratio)) <= T0 * (1 + 1e-12):
-            return out
-        lo, hi = 0.0, 1.0
-        for _ in range(40):
-            mid = 0.5 * (lo + hi)
-            trial = np.asarray(pb.restart(s, ratio * mid)).ravel()
-            if float(pb.kinetic(trial, dt * ratio)) <= T0:
-                lo, out = mid, trial
-            else:
-                hi = mid
-        return out if lo > 0 else np.asarray(pb.restart(s, 0.0)).ravel()
+        """The state re-expressed for a step ``ratio`` times ``dt`` (:func:`pbframework.step.restart_state`)."""
+        return restart_state(self.problem, s, dt, ratio)
 
     # -- rollout ---------------------------------------------------------------------------------------
     def rollout(self, q0, qd0=None, duration: float | None = None, *, steps: int | None = None,

@@ -33,9 +33,9 @@ Functions (all ``casadi.Function``; ``x`` is empty, 0x1, for explicit problems):
 ``residual_vjp``       ``(x, p, w) -> J^T w`` (derived, reverse mode)
 ``residual_hessian``   ``(x, p, c) -> sum_j c_j d^2 r_j/dx^2`` (derived; third derivatives of the
                        kinematics, costly)
-``restart``            ``(s, ratio) -> s'`` (optional): the state re-expressed for a step ``ratio``
-                       times as long, without dynamics (used to retry a step as two half steps;
-                       identity when absent)
+``restart``            ``(s, ratio, dt) -> s'`` (optional): the state of a step of length ``dt``
+                       re-expressed for a step ``ratio`` times as long, without dynamics (used to retry
+                       a step as two half steps, :func:`restart_state`; identity when absent)
 ``kinetic``            ``(s, dt) -> T`` (optional): the kinetic energy of the integrator's velocity
                        estimate when it is not ``qd^T M(q) qd / 2`` (PBAD order 2: the workspace
                        chord velocity of every body point)
@@ -356,6 +356,32 @@ def residual_weight(problem: StepProblem, p: np.ndarray) -> _BlockWeight | None:
     if n_r % problem.nq:
         raise StepError(f"{problem.integrator}: residual length {n_r} is not a multiple of nq={problem.nq}")
     return _BlockWeight(np.asarray(problem.metric(p)), n_r // problem.nq)
+
+
+def restart_state(problem: StepProblem, s: np.ndarray, dt: float, ratio: float) -> np.ndarray:
+    """The state ``s`` of a step of length ``dt`` re-expressed for a step ``ratio * dt`` (``problem.restart``;
+    ``s`` itself without one), energy-safe: where the problem reports its own kinetic energy, the history
+    offset is shrunk (bisection on the ratio) until the re-expressed state has no more kinetic energy than
+    ``s`` -- a retry may lose energy, never gain it. The C driver's ``pbf_restart`` is the same rule."""
+    restart = getattr(problem, "restart", None)
+    if restart is None:
+        return s
+    out = np.asarray(restart(s, ratio, dt)).ravel()
+    kinetic = getattr(problem, "kinetic", None)
+    if kinetic is None:
+        return out
+    T0 = float(kinetic(s, dt))
+    if float(kinetic(out, dt * ratio)) <= T0 * (1 + 1e-12):
+        return out
+    lo, hi = 0.0, 1.0
+    for _ in range(40):
+        mid = 0.5 * (lo + hi)
+        trial = np.asarray(restart(s, ratio * mid, dt)).ravel()
+        if float(kinetic(trial, dt * ratio)) <= T0:
+            lo, out = mid, trial
+        else:
+            hi = mid
+    return out if lo > 0 else np.asarray(restart(s, 0.0, dt)).ravel()
 
 
 def evaluator(problem: StepProblem, p: np.ndarray, mode: str):

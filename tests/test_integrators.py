@@ -75,3 +75,25 @@ def test_step_problem_contract(name, order):
     # one small step moves q by about dt * qd
     assert np.allclose(s1[:m.nq], q0 + 0.01 * qd0, atol=5e-3)
     assert pb.velocity and pb.start
+
+
+@pytest.mark.parametrize("order", [2, 3, 4])
+def test_pbad_restart_reexpresses_the_history_exactly_on_its_own_curve(order):
+    """A halving retry moves the history node along the curve the state implies: the chord for order 2, the
+    quadratic through (q_k, v_k) and the history node for order >= 3 -- exact for such a motion, and
+    restart(restart(s, 1/2, dt), 2, dt/2) = s."""
+    from pbframework.plugins.integrators.pbad import collocation_nodes
+
+    model = pbf.models.chain(2)
+    pb = pbf.Simulator(model, "pbad", order=order, dt=0.05, forces=["gravity"]).problem
+    rng = np.random.default_rng(7)
+    a, b, c = rng.normal(size=(3, model.nq))
+    dt, tau0 = 0.05, collocation_nodes(order)[0]
+    q = (lambda t: a + b * t + c * t**2) if order > 2 else (lambda t: a + b * t)
+    s = np.concatenate([q(0.0), b, q(tau0 * dt)])
+    for ratio in (0.5, 0.25, 2.0):
+        got = np.asarray(pb.restart(s, ratio, dt)).ravel()
+        np.testing.assert_allclose(got[2 * model.nq:], q(tau0 * dt * ratio), rtol=0, atol=1e-13)
+        np.testing.assert_array_equal(got[:2 * model.nq], s[:2 * model.nq])
+    back = np.asarray(pb.restart(np.asarray(pb.restart(s, 0.5, dt)).ravel(), 2.0, dt / 2)).ravel()
+    np.testing.assert_allclose(back, s, rtol=0, atol=1e-13)

@@ -29,14 +29,14 @@
 enum {
   PBF_OPT_MAX_ITER = 0, PBF_OPT_GTOL, PBF_OPT_XTOL, PBF_OPT_LAMBDA0, PBF_OPT_METRIC, PBF_OPT_MEMORY,
   PBF_OPT_FIRST_STEP, PBF_OPT_MAX_BACKTRACKS, PBF_OPT_ON_FAILURE, PBF_OPT_MAX_HALVINGS, PBF_OPT_MAX_SPEED,
-  PBF_OPT_SHRINK, PBF_OPT_RTOL, PBF_OPT_MAX_STEP, PBF_OPT_RESIDUAL_TOL, PBF_NOPT
+  PBF_OPT_SHRINK, PBF_OPT_RTOL, PBF_OPT_MAX_STEP, PBF_OPT_RESIDUAL_TOL, PBF_OPT_STALL, PBF_NOPT
 };
 enum { PBF_FAIL_HALVE = 0, PBF_FAIL_RECORD = 1, PBF_FAIL_RAISE = 2 };
 /* integer statistics of one step (casadi_int st[PBF_NST]); the gradient norm goes to a casadi_real */
 enum { PBF_ST_ITER = 0, PBF_ST_CONV, PBF_ST_REASON, PBF_ST_EVALS, PBF_ST_HALV, PBF_NST };
 enum {
   PBF_R_GRADIENT = 0, PBF_R_STEP, PBF_R_PRECISION, PBF_R_MAX_ITER, PBF_R_NON_FINITE, PBF_R_LINE_SEARCH,
-  PBF_R_EXPLICIT, PBF_R_RESIDUAL
+  PBF_R_EXPLICIT, PBF_R_RESIDUAL, PBF_R_STALLED
 };
 /* rollout status */
 enum { PBF_DONE = 0, PBF_DIVERGED = 1, PBF_FAILED = 2 };
@@ -355,8 +355,9 @@ static casadi_real pbf_lm(const casadi_real* opt, pbf_ws* ws, casadi_real* xout,
   casadi_real *x = ws->x, *xn = ws->xn, *g = ws->g, *gn = ws->gn, *H = ws->H, *Hn = ws->Hn, *tp;
   casadi_real *Hg = ws->Hg, *Hgn = ws->Hgn, *Hu, *Hlast;
   casadi_real *A = ws->A, *d = ws->d, *D = ws->dg;
-  casadi_real f, fn, mu, nu, pred, rho, xmax;
-  casadi_int i, j, b, it = 0, nev = 1, max_iter = pbf_opt_int(opt, PBF_OPT_MAX_ITER), tries;
+  casadi_real f, fn, mu, nu, pred, rho, xmax, f_ref;
+  casadi_int i, j, b, it = 0, nev = 1, max_iter = pbf_opt_int(opt, PBF_OPT_MAX_ITER), tries, it_ref = 0;
+  casadi_int stall = pbf_opt_int(opt, PBF_OPT_STALL);
   int marquardt, conv = 0, reason = PBF_R_MAX_ITER, ok, small_step, use_gn = PBF_HYBRID;
   const casadi_int n = PBF_NX, nb = PBF_NQ > 0 ? PBF_NX / PBF_NQ : 0;
   pbf_copy(xout, x, n);
@@ -383,6 +384,7 @@ static casadi_real pbf_lm(const casadi_real* opt, pbf_ws* ws, casadi_real* xout,
   }
   mu = opt[PBF_OPT_LAMBDA0];
   nu = 2.0;
+  f_ref = f;                                          /* stall test: the last tenfold decrease of f */
   while (it < max_iter) {
     ++it;
     Hu = use_gn ? Hg : H;
@@ -442,6 +444,8 @@ static casadi_real pbf_lm(const casadi_real* opt, pbf_ws* ws, casadi_real* xout,
       mu *= nu;
       nu *= 2.0;
     }
+    if (f <= 0.1 * f_ref) { f_ref = f; it_ref = it; }
+    else if (PBF_KIND == 2 && stall > 0 && it - it_ref >= stall) { pbf_verdict(opt, f, PBF_R_STALLED, &reason, &conv); reason = PBF_R_STALLED; break; }
   }
   pbf_copy(x, xout, n);
   st[PBF_ST_ITER] = it; st[PBF_ST_CONV] = conv; st[PBF_ST_REASON] = reason; st[PBF_ST_EVALS] = nev;
@@ -678,16 +682,16 @@ static void pbf_init_state(pbf_ws* ws, const casadi_real* q, const casadi_real* 
   PBF_KCALL(pbfk_init, 5, in, 1, out);
 }
 
-/* s' = restart(s, ratio): the state re-expressed for a step ratio times as long (identity without a
-   restart function) */
-static void pbf_restart_raw(pbf_ws* ws, const casadi_real* s, casadi_real ratio, casadi_real* out) {
+/* s' = restart(s, ratio, dt): the state of a step dt re-expressed for a step ratio times as long (identity
+   without a restart function) */
+static void pbf_restart_raw(pbf_ws* ws, const casadi_real* s, casadi_real ratio, casadi_real dt, casadi_real* out) {
 #if PBF_HAVE_RESTART
-  const casadi_real* in[2]; casadi_real* o[1];
-  casadi_real rr = ratio;
-  in[0] = s; in[1] = &rr; o[0] = out;
-  PBF_KCALL(pbfk_restart, 2, in, 1, o);
+  const casadi_real* in[3]; casadi_real* o[1];
+  casadi_real rr = ratio, hh = dt;
+  in[0] = s; in[1] = &rr; in[2] = &hh; o[0] = out;
+  PBF_KCALL(pbfk_restart, 3, in, 1, o);
 #else
-  (void)ws; (void)ratio;
+  (void)ws; (void)ratio; (void)dt;
   pbf_copy(s, out, PBF_NS);
 #endif
 }
@@ -707,7 +711,7 @@ static casadi_real pbf_kinetic(pbf_ws* ws, const casadi_real* s, casadi_real dt)
    tmp: NS scratch. */
 static void pbf_restart(pbf_ws* ws, const casadi_real* s, casadi_real dt, casadi_real ratio, casadi_real* out,
                         casadi_real* tmp) {
-  pbf_restart_raw(ws, s, ratio, out);
+  pbf_restart_raw(ws, s, ratio, dt, out);
 #if PBF_HAVE_RESTART && PBF_HAVE_KINETIC
   {
     casadi_real T0 = pbf_kinetic(ws, s, dt), lo = 0, hi = 1, mid;
@@ -715,14 +719,14 @@ static void pbf_restart(pbf_ws* ws, const casadi_real* s, casadi_real dt, casadi
     if (pbf_kinetic(ws, out, dt * ratio) <= T0 * (1 + 1e-12)) return;
     for (k = 0; k < 40; ++k) {
       mid = 0.5 * (lo + hi);
-      pbf_restart_raw(ws, s, ratio * mid, tmp);
+      pbf_restart_raw(ws, s, ratio * mid, dt, tmp);
       if (pbf_kinetic(ws, tmp, dt * ratio) <= T0) { lo = mid; pbf_copy(tmp, out, PBF_NS); }
       else hi = mid;
     }
-    if (!(lo > 0)) pbf_restart_raw(ws, s, 0.0, out);
+    if (!(lo > 0)) pbf_restart_raw(ws, s, 0.0, dt, out);
   }
 #else
-  (void)dt; (void)tmp;
+  (void)tmp;
 #endif
 }
 

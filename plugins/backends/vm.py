@@ -15,6 +15,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from pbframework.hookspecs import PluginInfo, hookimpl
+from pbframework.step import restart_state
 
 _POLICIES = ("halve", "record", "raise")
 
@@ -90,26 +91,8 @@ class VMRunner:
         return self._restart(s2, half, 2.0), tot, False
 
     def _restart(self, s, dt: float, ratio: float) -> np.ndarray:
-        """``Simulator._restart``: ``restart(s, ratio)``, energy-safe where the problem has its own kinetic
-        energy (the history offset is bisected until the kinetic energy does not grow)."""
-        pb = self.problem
-        if getattr(pb, "restart", None) is None:
-            return s
-        out = np.asarray(pb.restart(s, ratio)).ravel()
-        if getattr(pb, "kinetic", None) is None:
-            return out
-        T0 = float(pb.kinetic(s, dt))
-        if float(pb.kinetic(out, dt * ratio)) <= T0 * (1 + 1e-12):
-            return out
-        lo, hi = 0.0, 1.0
-        for _ in range(40):
-            mid = 0.5 * (lo + hi)
-            trial = np.asarray(pb.restart(s, ratio * mid)).ravel()
-            if float(pb.kinetic(trial, dt * ratio)) <= T0:
-                lo, out = mid, trial
-            else:
-                hi = mid
-        return out if lo > 0 else np.asarray(pb.restart(s, 0.0)).ravel()
+        """``Simulator._restart`` (:func:`pbframework.step.restart_state`)."""
+        return restart_state(self.problem, s, dt, ratio)
 
     def step(self, s, t: float, dt: float, u=None) -> tuple[np.ndarray, dict]:
         """One step with the failure policy; stats as the ``c`` backend's (``failed``: raise policy hit)."""

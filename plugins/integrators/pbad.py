@@ -82,8 +82,12 @@ form, evaluated from the difference of the transforms), which equals ``v^T M v /
 unlike it, does not depend on the coordinate chart (near a ball joint's gimbal lock a coordinate may turn
 by radians while the body barely moves).
 
-A step retried as two half steps re-expresses the history without dynamics (``restart``): the history
-node moves along the line ``q_k + ratio (q_h - q_k)``, exact for K = 2 and first order for K >= 3.
+A step retried as two half steps re-expresses the history without dynamics (``restart``): for K = 2 the
+history node moves along the chord ``q_k + ratio (q_h - q_k)`` (exact: the velocity is the chord); for
+K >= 3 it moves along the quadratic with value ``q_k`` and slope ``v_k`` at ``t_k`` through the old history
+node, ``q_k + r l + r^2 (q_h - q_k - l)`` with ``l = tau_0 dt v_k``, accurate to O(dt^3) (a straight line
+would move the node by O(dt^2) and, at 2.5 ms on a whipping CHAIN-10, change its velocity by ~1% per
+retry).
 
 Accuracy and limits (measured, see tests/test_convergence.py and benchmarks/): global order K-1 (the
 paper's §6.1 remark: order-K collocation is comparable to Runge-Kutta of order K-1): 0.84 (fit, -> 1),
@@ -91,8 +95,16 @@ paper's §6.1 remark: order-K collocation is comparable to Runge-Kutta of order 
 (CHAIN-10/40/100 at 0.05 and 0.1 s for 10 s, energy never above its start). Order 3 is not dissipative:
 on CHAIN-10 at 2.5 ms it holds the energy to 0.1% for 6 s but gains energy once the chain whips
 (|qd| > 20 rad/s); at 0.05 s its steps need hundreds of solver iterations. Use order 2 for large steps,
-order >= 3 for accuracy at small ones. On ``x'' = -w^2 x`` order 3 is linearly stable for every tested
-``dt w``, order 4 is not for ``dt w`` in ~[1, 5] (spectral radius up to 1.28).
+order >= 3 for accuracy at small ones. On ``x'' = -w^2 x`` (spectral radius rho of the step map, h = dt w)
+order 3 is dissipative at every tested h (rho - 1 = -3e-6 at h = 0.1, -3e-2 at h = 1, -0.29 at h = 2);
+order 4 -- the paper's nodes, with the history node at alpha_{K-2} - 1 -- is weakly anti-dissipative at
+every h (rho - 1 = +2.3e-7 at h = 0.1, +1.9e-3 at h = 1, +0.28 at h = 3), so its energy drifts up over
+long runs. Where a ball joint's axes come near alignment (CHAIN-N whipping: coordinate speeds of 40-100
+rad/s while the body moves slowly) the collocation equations in these coordinates become ill-conditioned
+(Jacobian condition 1e6 and more): Gauss-Newton from the predicted start can sit in a valley of Eq. 7 with
+residual left while a root exists (plain Newton from the same start finds it after wandering), and the
+step is retried as two halves; the reported energy (``qd^T M qd / 2`` with the configuration-polynomial
+velocity) then shows excursions of a few percent that return.
 """
 
 from __future__ import annotations
@@ -215,10 +227,15 @@ def build_pbad(model: ArticulatedBody, config: StepConfig, forces) -> StepProble
     moves = [a * dt * v_k + (a * dt) ** 2 / 2 * a_k for a in tau[2:]]
     cap = ca.fmin(1.0, GUESS_STEP / ca.fmax(ca.norm_inf(moves[-1]), 1e-300))
     guess = ca.Function("guess", [p], [ca.vertcat(*[q_k + cap * d for d in moves])], ["p"], ["x0"])
-    s_sym, ratio = ca.SX.sym("s", ns), ca.SX.sym("ratio")
-    qs, hs = s_sym[:nq], s_sym[2 * nq:]
-    restart = ca.Function("restart", [s_sym, ratio], [ca.vertcat(s_sym[:2 * nq], qs + ratio * (hs - qs))],
-                          ["s", "ratio"], ["s_restart"])
+    s_sym, ratio, dts = ca.SX.sym("s", ns), ca.SX.sym("ratio"), ca.SX.sym("dt")
+    qs, vs, hs = s_sym[:nq], s_sym[nq:2 * nq], s_sym[2 * nq:]
+    if K == 2:     # the history is the chord: exact
+        h_new = qs + ratio * (hs - qs)
+    else:          # the quadratic with q(0) = q_k, q'(0) = v_k through the history node, at ratio * offset
+        lin = float(tau[0]) * dts * vs
+        h_new = qs + ratio * lin + ratio**2 * (hs - qs - lin)
+    restart = ca.Function("restart", [s_sym, ratio, dts], [ca.vertcat(s_sym[:2 * nq], h_new)],
+                          ["s", "ratio", "dt"], ["s_restart"])
     if K == 2:     # backward difference: the scheme's own velocity (its discrete energy cannot grow)
         v_next = (Q[2] - Q[1]) / dt
     else:          # derivative of the degree-K collocation polynomial at t_{k+1}
@@ -229,7 +246,6 @@ def build_pbad(model: ArticulatedBody, config: StepConfig, forces) -> StepProble
     poses = [element_poses(model, Qm) for Qm in Q]
     kinetic = None
     if K == 2:      # T = 1/2 int ||P(q_{k+1}) - P(q_k)||^2 dm / dt^2, from the state [q; v; q_prev]
-        dts = ca.SX.sym("dt")
         pa, pb_ = element_poses(model, qs), element_poses(model, hs)
         T = sum(0.5 * _quad(pa[i][0] - pb_[i][0], pa[i][1] - pb_[i][1], M) for i, M in massive) / dts**2
         kinetic = ca.Function("kinetic", [s_sym, dts], [T], ["s", "dt"], ["T"])

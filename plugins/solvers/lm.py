@@ -30,6 +30,13 @@ Stopping tests (``LMOptions``), in the order checked:
   reason ``"precision"``.
 * ``rtol`` -- for least-squares problems every stop above also needs ``||r||_2 <= rtol``; a stationary
   point with residual left is unconverged, reason ``"residual"`` (a local minimum of Eq. 7, not a step).
+* ``stall`` -- least-squares problems: after ``stall`` iterations in a row without a tenfold decrease of
+  the objective the loop stops with reason ``"stalled"`` (unconverged unless ``||r||_2 <= rtol``). A step
+  problem's square system converges quadratically from a good start; creeping through a valley of Eq. 7
+  is better handed to the integrator's halving retry than run to ``max_iter``. Measured on CHAIN-10,
+  order-3 collocation, 10 s, backend ``c``: at dt = 2.5 ms 33.7 -> 5.0 iterations per step, 353 -> 112
+  halvings, wall 34.2 -> 7.5 s; at dt = 0.01 s 78 -> 19.7 iterations per step, wall 10.4 -> 5.6 s. (Some
+  solves do converge after a long crawl: at dt = 0.01 s 84 of 2677 converged solves would have stalled.)
 * ``max_iter`` -- otherwise stops unconverged with reason ``"max_iter"``; a non-finite objective at the
   initial point stops with reason ``"non_finite"``.
 """
@@ -80,6 +87,8 @@ class LMOptions:
             becomes Newton's method (quadratic convergence) once the model is trusted.
         max_step: trust region: ``mu`` is raised until ``||dx||_inf <= max_step`` (radians / metres), so
             an indefinite exact Hessian cannot throw the iterate into a distant basin of the objective.
+        stall: least-squares problems: stop (reason ``"stalled"``) after this many iterations in a row
+            without a tenfold decrease of the objective; ``0`` disables the test.
         metric: damp with the problem's ``metric`` (block-diagonal mass matrix at the step start: a trust
             region in the kinetic-energy norm) when the problem provides one.
     """
@@ -93,10 +102,13 @@ class LMOptions:
     rtol: float = 1e-6
     residual_tol: float = 1e-9
     max_step: float = 0.5
+    stall: int = 30
 
     def __post_init__(self) -> None:
         if isinstance(self.max_iter, bool) or not isinstance(self.max_iter, (int, np.integer)) or self.max_iter < 1:
             raise StepError(f"max_iter must be a positive integer, got {self.max_iter!r}")
+        if isinstance(self.stall, bool) or not isinstance(self.stall, (int, np.integer)) or self.stall < 0:
+            raise StepError(f"stall must be a non-negative integer (0 = off), got {self.stall!r}")
         if not isinstance(self.metric, (bool, np.bool_)):
             raise StepError(f"metric must be True or False, got {self.metric!r}")
         if not (isinstance(self.shrink, (int, float)) and 0.0 < self.shrink < 1.0):
@@ -160,6 +172,7 @@ def levenberg_marquardt(evaluate: Evaluate, x0: np.ndarray, opt: LMOptions, leas
     nu = 2.0
     reason, converged = "max_iter", False
     it = 0
+    f_ref, it_ref = f, 0               # stall test: the last tenfold decrease of f, and when
     while it < opt.max_iter:
         it += 1
         H = Hs[1] if use_gn else Hs[0]
@@ -203,6 +216,11 @@ def levenberg_marquardt(evaluate: Evaluate, x0: np.ndarray, opt: LMOptions, leas
                 break
             mu *= nu
             nu *= 2.0
+        if f <= 0.1 * f_ref:
+            f_ref, it_ref = f, it
+        elif least_squares and opt.stall and it - it_ref >= opt.stall:
+            reason, converged = "stalled", verdict("stalled", f)[1]
+            break
     return SolveResult(x, it, float(np.max(np.abs(g), initial=0.0)), converged, reason, float(f), nev)
 
 
