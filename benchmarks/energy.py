@@ -18,11 +18,14 @@ Usage::
     python benchmarks/energy.py --quick         # 2 s, CHAIN-10 and CHAIN-40 instead of CHAIN-100
     python benchmarks/energy.py --no-stability  # part 1 only
     python benchmarks/energy.py --backend casadi  # the CasADi VM instead of generated C (slower)
+    python benchmarks/energy.py --chains 100 --duration 3 --no-stability --name energy_chain100
+                                                # CHAIN-100 alone, 3 s (order 3 costs ~1.6 s a step)
 
 The "build" column is the Simulator's set-up (for ``c`` the C source generation and compilation on a cold
 cache; nothing on a warm one); wall is the rollout alone.
 
-Writes ``benchmarks/out/energy.json`` (every series and figure) and ``benchmarks/out/energy.png``.
+Writes ``benchmarks/out/<name>.json`` (every series and figure) and ``benchmarks/out/<name>.png``
+(``--name``, default ``energy``).
 """
 
 from __future__ import annotations
@@ -194,6 +197,7 @@ def main(argv=None) -> int:
     ap.add_argument("--chains", default=None, help="comma-separated N (default 10,100; quick 10,40)")
     ap.add_argument("--no-stability", action="store_true")
     ap.add_argument("--no-fig2", action="store_true")
+    ap.add_argument("--name", default="energy", help="output file stem in benchmarks/out (default energy)")
     ap.add_argument("--backend", choices=("c", "casadi"), default="c",
                     help="pbframework backend (default c: generated C; builds are cached)")
     args = ap.parse_args(argv)
@@ -206,12 +210,12 @@ def main(argv=None) -> int:
     out = {"duration": duration, "ne_dt": args.ne_dt, "pbad_dt": pbad_dt}
     if not args.no_fig2:
         results = fig2(chains, duration, args.ne_dt, pbad_dt)
-        plot(results, OUT / "energy.png")
+        plot(results, OUT / f"{args.name}.png")
         out["fig2"] = {str(n): {"scale": res["scale"], "rows": [
             {**{k: v for k, v in r.items() if k not in ("t", "E")},
              **dict(zip(("t", "E"), _downsample(r["t"], r["E"])))} for r in res["rows"]]}
             for n, res in results.items()}
-        print(f"\nwrote {OUT / 'energy.png'}")
+        print(f"\nwrote {OUT / (args.name + '.png')}")
     if not args.no_stability:
         st_chains = [10, 40] if args.quick else [10, 40, 100]
         print(f"\nStability: pbad order 2 (lm), {duration:g} s; max rise must stay <= 1% of the scale")
@@ -219,8 +223,8 @@ def main(argv=None) -> int:
         out["stability"] = [{k: v for k, v in r.items() if k not in ("t", "E")} for r in rows]
         ok = all(not r["diverged"] and r["rise"] <= 1.0 for r in rows)
         print(f"stability criterion met: {'yes' if ok else 'NO'}")
-    (OUT / "energy.json").write_text(json.dumps(out, default=_json, indent=1))
-    print(f"wrote {OUT / 'energy.json'}")
+    (OUT / f"{args.name}.json").write_text(json.dumps(out, default=_json, indent=1))
+    print(f"wrote {OUT / (args.name + '.json')}")
     return 0
 
 

@@ -43,6 +43,7 @@ enum { PBF_DONE = 0, PBF_DIVERGED = 1, PBF_FAILED = 2 };
 
 #define PBF_MAXI(a, b) ((a) > (b) ? (a) : (b))
 /* lm on a least-squares problem: exact and Gauss-Newton Hessians, Fletcher and Xu's switch */
+#define PBF_STALL_AT_FLOOR 3   /* plugins/solvers/lm.py STALL_AT_FLOOR */
 #define PBF_HYBRID (PBF_SOLVER == 1 && PBF_KIND == 2)
 #define PBF_MX (PBF_NX > 0 ? PBF_NX : 1)
 
@@ -445,7 +446,9 @@ static casadi_real pbf_lm(const casadi_real* opt, pbf_ws* ws, casadi_real* xout,
       nu *= 2.0;
     }
     if (f <= 0.1 * f_ref) { f_ref = f; it_ref = it; }
-    else if (PBF_KIND == 2 && stall > 0 && it - it_ref >= stall) { pbf_verdict(opt, f, PBF_R_STALLED, &reason, &conv); reason = PBF_R_STALLED; break; }
+    else if (PBF_KIND == 2 && stall > 0
+             && it - it_ref >= (2.0 * f <= opt[PBF_OPT_RTOL] * opt[PBF_OPT_RTOL] && stall > PBF_STALL_AT_FLOOR
+                                ? PBF_STALL_AT_FLOOR : stall)) { pbf_verdict(opt, f, PBF_R_STALLED, &reason, &conv); reason = PBF_R_STALLED; break; }
   }
   pbf_copy(x, xout, n);
   st[PBF_ST_ITER] = it; st[PBF_ST_CONV] = conv; st[PBF_ST_REASON] = reason; st[PBF_ST_EVALS] = nev;

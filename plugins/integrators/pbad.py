@@ -103,8 +103,12 @@ long runs. Where a ball joint's axes come near alignment (CHAIN-N whipping: coor
 rad/s while the body moves slowly) the collocation equations in these coordinates become ill-conditioned
 (Jacobian condition 1e6 and more): Gauss-Newton from the predicted start can sit in a valley of Eq. 7 with
 residual left while a root exists (plain Newton from the same start finds it after wandering), and the
-step is retried as two halves; the reported energy (``qd^T M qd / 2`` with the configuration-polynomial
-velocity) then shows excursions of a few percent that return.
+step is retried as two halves. The energy excursions of order 3 in a whip are the scheme's (second-order)
+truncation error, not the velocity estimate: on CHAIN-10 at 2.5 ms the total energy rises by 5.8% for three
+steps at t = 6.75 s (|qd| up to 46 rad/s, no retries, 3 iterations per step) and settles 2% above its
+start; the kinetic energy of the workspace-polynomial velocity ``1/2 int ||Pdot||^2 dm``, of its
+mass-weighted projection ``M^-1 int J^T Pdot dm`` and of the configuration-polynomial velocity agree there
+within 0.8% of the scale (5.06%, 5.06%, 5.78%).
 """
 
 from __future__ import annotations
