@@ -18,8 +18,8 @@ Usage::
     python benchmarks/energy.py --quick         # 2 s, CHAIN-10 and CHAIN-40 instead of CHAIN-100
     python benchmarks/energy.py --no-stability  # part 1 only
     python benchmarks/energy.py --backend casadi  # the CasADi VM instead of generated C (slower)
-    python benchmarks/energy.py --chains 100 --duration 3 --no-stability --name energy_chain100
-                                                # CHAIN-100 alone, 3 s (order 3 costs ~1.6 s a step)
+    python benchmarks/energy.py --chains 100 --pbad-duration 3:1 --no-stability --name energy_chain100
+                                                # CHAIN-100 alone, order 3 for 1 s only (~1.6 s a step)
 
 The "build" column is the Simulator's set-up (for ``c`` the C source generation and compilation on a cold
 cache; nothing on a warm one); wall is the rollout alone.
@@ -90,6 +90,9 @@ def run_mujoco(n: int, dt: float, duration: float, integrator: str, energy_fn, s
             "iterations": 0.0, "build": 0.0}
 
 
+PBAD_ORDERS = (2, 3)
+PBAD_DURATION: dict[int, float] = {}
+"""``--pbad-orders`` and ``--pbad-duration`` (per order, e.g. ``3:1``: a shorter series for a costly order)."""
 BACKEND = "c"
 """``--backend``: the generated-C rollout by default (the series equal the CasADi VM's to rounding, see
 tests/test_backend_c.py; only the wall times differ)."""
@@ -138,8 +141,11 @@ def fig2(chains, duration, ne_dt, pbad_dt) -> dict:
         if mj:
             rows.append(mj)
         pdt = pbad_dt.get(n, ne_dt)
-        rows.append(run_pbf(model, "pbad", pdt, duration, order=2, solver="lm"))
-        rows.append(run_pbf(model, "pbad", pdt, duration, order=3, solver="jtj_lm"))
+        for order in PBAD_ORDERS:
+            d = PBAD_DURATION.get(order) or duration
+            rows.append(run_pbf(model, "pbad", pdt, d, order=order, solver="lm" if order == 2 else "jtj_lm"))
+            if d != duration:
+                rows[-1]["name"] += f" [{d:g} s]"
         table(rows, f"Fig. 2: CHAIN-{n}, {duration:g} s", scale)
         ours = next(r for r in rows if r["name"] == "rk4")
         if mj:
@@ -197,12 +203,16 @@ def main(argv=None) -> int:
     ap.add_argument("--chains", default=None, help="comma-separated N (default 10,100; quick 10,40)")
     ap.add_argument("--no-stability", action="store_true")
     ap.add_argument("--no-fig2", action="store_true")
+    ap.add_argument("--pbad-orders", default="2,3", help="PBAD orders to run (default 2,3)")
+    ap.add_argument("--pbad-duration", default="", help="per-order duration, e.g. 3:1 (default: --duration)")
     ap.add_argument("--name", default="energy", help="output file stem in benchmarks/out (default energy)")
     ap.add_argument("--backend", choices=("c", "casadi"), default="c",
                     help="pbframework backend (default c: generated C; builds are cached)")
     args = ap.parse_args(argv)
-    global BACKEND
+    global BACKEND, PBAD_ORDERS
     BACKEND = args.backend
+    PBAD_ORDERS = tuple(int(k) for k in args.pbad_orders.split(","))
+    PBAD_DURATION.update({int(k): float(v) for k, v in (kv.split(":") for kv in args.pbad_duration.split(",") if kv)})
     duration = args.duration or (2.0 if args.quick else 10.0)
     chains = [int(c) for c in (args.chains or ("10,40" if args.quick else "10,100")).split(",")]
     pbad_dt = {int(k): float(v) for k, v in (kv.split(":") for kv in args.pbad_dt.split(","))}

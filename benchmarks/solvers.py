@@ -15,8 +15,9 @@ Usage::
 
     python benchmarks/solvers.py            # (a, b): 10 s; (c), (d): 40 steps per point
     python benchmarks/solvers.py --quick    # (a, b): 2 s; (c), (d) 15 steps per point, fewer points
+    python benchmarks/solvers.py --parts c,d --name solvers_cd   # only (c) and (d)
 
-Writes ``benchmarks/out/solvers.json`` and ``benchmarks/out/solvers.png``.
+Writes ``benchmarks/out/<name>.json`` and ``benchmarks/out/<name>.png`` (``--name``, default ``solvers``).
 """
 
 from __future__ import annotations
@@ -140,20 +141,25 @@ def plot(ab, c, d, path: Path) -> None:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--parts", default="ab,c,d", help="which parts to run (default ab,c,d)")
+    ap.add_argument("--name", default="solvers", help="output file stem in benchmarks/out")
     args = ap.parse_args(argv)
+    parts = set(args.parts.split(","))
+    if not parts <= {"ab", "c", "d"}:
+        ap.error(f"--parts: choose from ab, c, d (got {args.parts!r})")
     duration = 2.0 if args.quick else 10.0
     steps = 15 if args.quick else 40
     ns = [10, 20, 30, 40] if args.quick else [10, 15, 20, 25, 30, 35, 40]
     dts = [0.001, 0.004, 0.016, 0.064, 0.128] if args.quick else \
         [0.001, 0.002, 0.004, 0.008, 0.016, 0.032, 0.064, 0.128]
     OUT.mkdir(parents=True, exist_ok=True)
-    ab = part_ab([10, 40], duration)
-    c = part_c(ns, steps)
-    d = part_d(dts, steps)
-    plot(ab, c, d, OUT / "solvers.png")
-    (OUT / "solvers.json").write_text(json.dumps({"ab": {str(k): v for k, v in ab.items()}, "c": c, "d": d},
-                                                 indent=1))
-    print(f"\nwrote {OUT / 'solvers.png'} and {OUT / 'solvers.json'}")
+    ab = part_ab([10, 40], duration) if "ab" in parts else {}
+    c = part_c(ns, steps) if "c" in parts else {}
+    d = part_d(dts, steps) if "d" in parts else {}
+    png, js = OUT / f"{args.name}.png", OUT / f"{args.name}.json"
+    plot(ab, c, d, png)
+    js.write_text(json.dumps({"ab": {str(k): v for k, v in ab.items()}, "c": c, "d": d}, indent=1))
+    print(f"\nwrote {png} and {js}")
     return 0
 
 
