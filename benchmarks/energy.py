@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import time
 import warnings
 from pathlib import Path
@@ -40,22 +41,11 @@ import numpy as np
 
 import pbframework as pbf
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from peer_mujoco import chain_mjcf  # noqa: E402  (same folder: the one MJCF of CHAIN-N)
+
 OUT = Path(__file__).resolve().parent / "out"
 NE_METHODS = ("forward_euler", "semi_implicit_euler", "rk2", "rk3", "rk4")
-
-
-def mujoco_chain_xml(n: int, dt: float, integrator: str) -> str:
-    """CHAIN-N in MJCF: two hinges per link (y then z, as our ball2 joint), DESIGN.md inertia, no contact."""
-    m = pbf.models.chain(1)
-    I = m.links[0].inertia
-    body = ""
-    for i in range(n - 1, -1, -1):
-        pos = "0 0 0" if i == 0 else "1 0 0"
-        body = (f'<body name="link{i}" pos="{pos}"><joint name="j{i}y" type="hinge" axis="0 1 0"/>'
-                f'<joint name="j{i}z" type="hinge" axis="0 0 1"/><inertial pos="0.5 0 0" mass="1" '
-                f'diaginertia="{float(I[0, 0])!r} {float(I[1, 1])!r} {float(I[2, 2])!r}"/>{body}</body>')
-    return (f'<mujoco><option timestep="{dt}" integrator="{integrator}" gravity="0 0 -9.81">'
-            f'<flag contact="disable"/></option><worldbody>{body}</worldbody></mujoco>')
 
 
 def run_mujoco(n: int, dt: float, duration: float, integrator: str, energy_fn, scale: float) -> dict | None:
@@ -64,7 +54,7 @@ def run_mujoco(n: int, dt: float, duration: float, integrator: str, energy_fn, s
         import mujoco
     except ImportError:
         return None
-    model = mujoco.MjModel.from_xml_string(mujoco_chain_xml(n, dt, integrator))
+    model = mujoco.MjModel.from_xml_string(chain_mjcf(pbf.models.chain(n), integrator, dt, energy=False))
     data = mujoco.MjData(model)
     chain = pbf.models.chain(n)
     data.qpos[:] = pbf.models.chain_q0(chain)
