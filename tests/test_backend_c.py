@@ -172,6 +172,35 @@ def test_failure_policies_match_the_simulator():
     assert out_s.status == "failed" and out_s.steps_done == 0
 
 
+def test_order3_retries_and_stall_stops_match_the_simulator():
+    """Order 3 under forced failures (the second-order history restart, restart(s, ratio, dt)) and a solve
+    run to its rounding floor (the stall stop) give the same numbers and reasons in C as in Python."""
+    model, q0, forces = _chain(3)
+    opts = {"max_iter": 1}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        sim = Simulator(model, "pbad", order=3, solver="jtj_lm", dt=0.05, forces=forces, solver_options=opts,
+                        on_failure="halve", max_halvings=2)
+        traj = sim.rollout(q0, steps=4)
+    runner = get_plugin("backend", "c").build(sim.problem, "jtj_lm", solver_options=opts, max_halvings=2)
+    out = runner.rollout(q0, np.zeros(model.nq), 0.0, 0.05, 4)
+    assert traj.stats["halvings"].sum() > 0
+    np.testing.assert_array_equal(out.halvings, traj.stats["halvings"])
+    np.testing.assert_array_equal(out.iterations, traj.stats["iterations"])
+    assert rel(out.q, traj.q) <= REL and rel(out.qd, traj.qd) <= REL
+
+    floor = {"gtol": 0.0, "xtol": 0.0, "residual_tol": 0.0, "stall": 2}
+    sim = Simulator(model, "pbad", order=3, solver="jtj_lm", dt=0.02, forces=forces, solver_options=floor)
+    runner = get_plugin("backend", "c").build(sim.problem, "jtj_lm", solver_options=floor, model=model)
+    pb = sim.problem
+    p = np.asarray(pb.params(sim.initial_state(q0), 0.0, 0.02, np.zeros(0))).ravel()
+    x0 = np.asarray(pb.guess(p)).ravel()
+    r_vm, r_c = sim.solver.solve(pb, x0, p), runner.solve(x0, p)
+    assert r_vm.converged and r_vm.reason in ("stalled", "precision"), r_vm
+    assert (r_c.iterations, r_c.converged, r_c.reason) == (r_vm.iterations, r_vm.converged, r_vm.reason)
+    assert rel(r_c.x, r_vm.x) <= REL
+
+
 def test_batch_rollouts_equal_single_rollouts(rng):
     model, q0, forces = _chain(3)
     sim = Simulator(model, "pbad", order=2, solver="lm", dt=0.02, forces=forces)
