@@ -42,8 +42,23 @@ _INT = ctypes.c_longlong
 _INT_P = ctypes.POINTER(_INT)
 
 
+class _StateViews:
+    """``q`` and ``qd``: views into the last axis of ``states`` (``[q; qd; history]``)."""
+
+    states: np.ndarray
+    nq: int
+
+    @property
+    def q(self) -> np.ndarray:
+        return self.states[..., :self.nq]
+
+    @property
+    def qd(self) -> np.ndarray:
+        return self.states[..., self.nq:2 * self.nq]
+
+
 @dataclass
-class RolloutArrays:
+class RolloutArrays(_StateViews):
     """One native rollout.
 
     Attributes:
@@ -69,17 +84,10 @@ class RolloutArrays:
     status: str
     wall_time: float
 
-    @property
-    def q(self) -> np.ndarray:
-        return self.states[:, :self.nq]
-
-    @property
-    def qd(self) -> np.ndarray:
-        return self.states[:, self.nq:2 * self.nq]
 
 
 @dataclass
-class BatchArrays:
+class BatchArrays(_StateViews):
     """M native rollouts of the same number of steps.
 
     Attributes:
@@ -106,13 +114,6 @@ class BatchArrays:
     wall_time: float
     threads: int
 
-    @property
-    def q(self) -> np.ndarray:
-        return self.states[:, :, :self.nq]
-
-    @property
-    def qd(self) -> np.ndarray:
-        return self.states[:, :, self.nq:2 * self.nq]
 
 
 def solver_option_vector(solver: str, options: Mapping[str, Any] | None, *, on_failure: str = "halve",

@@ -178,6 +178,16 @@ def _compose_levels(b: np.ndarray, c: np.ndarray, plan) -> tuple[np.ndarray, np.
     return b, c
 
 
+def _bidiagonal_args(b, c, parent, schedule):
+    """The arguments of the bidiagonal solvers as arrays: ``(b, C, vec, parent, schedule)`` with ``C`` the
+    right-hand sides as ``(n, m, k)`` and ``vec`` whether ``c`` was ``(n, m)``."""
+    b = np.asarray(b, float)
+    c = np.asarray(c, float)
+    vec = c.ndim == 2
+    C = c[:, :, None] if vec else c
+    return b, C, vec, _check_parent(parent, len(C)), Schedule.parse(schedule)
+
+
 def solve_bidiagonal(b: np.ndarray, c: np.ndarray, parent: Sequence[int] | None = None,
                      x0: np.ndarray | None = None,
                      schedule: Schedule | str = Schedule.PARALLEL) -> np.ndarray:
@@ -192,13 +202,7 @@ def solve_bidiagonal(b: np.ndarray, c: np.ndarray, parent: Sequence[int] | None 
     Returns:
         ``x`` with the shape of ``c``.
     """
-    b = np.asarray(b, float)
-    c = np.asarray(c, float)
-    vec = c.ndim == 2
-    C = c[:, :, None] if vec else c
-    n = len(C)
-    par = _check_parent(parent, n)
-    schedule = Schedule.parse(schedule)
+    b, C, vec, par, schedule = _bidiagonal_args(b, c, parent, schedule)
     X0 = np.zeros(C.shape[1:]) if x0 is None else np.asarray(x0, float).reshape(C.shape[1:])
     if schedule is Schedule.SEQUENTIAL:
         x = np.empty_like(C)
@@ -220,13 +224,8 @@ def solve_bidiagonal_transpose(b: np.ndarray, c: np.ndarray, parent: Sequence[in
     scan of the reversed chain (``ceil(log2 n)`` levels); on a branching tree both schedules accumulate
     level by level over the tree height.
     """
-    b = np.asarray(b, float)
-    c = np.asarray(c, float)
-    vec = c.ndim == 2
-    C = c[:, :, None] if vec else c
+    b, C, vec, par, schedule = _bidiagonal_args(b, c, parent, schedule)
     n = len(C)
-    par = _check_parent(parent, n)
-    schedule = Schedule.parse(schedule)
     bt = np.swapaxes(b, 1, 2)
     if schedule is Schedule.PARALLEL and _is_chain(par) and n > 1:
         # reversed chain: x_i = bt_{i+1} x_{i+1} + c_i; element n-1 is the root of the reversed chain.

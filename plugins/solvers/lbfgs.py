@@ -39,7 +39,7 @@ import scipy.linalg
 from pbframework.hookspecs import PluginInfo, hookimpl
 from pbframework.step import ProblemKind, SolveResult, StepError, StepProblem, evaluator
 
-from .lm import EPS, _options
+from .lm import EPS, _options, check_options
 
 
 @dataclass(frozen=True)
@@ -71,16 +71,8 @@ class LBFGSOptions:
     max_step: float = 0.5
 
     def __post_init__(self) -> None:
-        for name in ("max_iter", "memory", "max_backtracks"):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
-                raise StepError(f"{name} must be a positive integer, got {v!r}")
-        if not isinstance(self.metric, (bool, np.bool_)):
-            raise StepError(f"metric must be True or False, got {self.metric!r}")
-        for name in ("gtol", "first_step", "rtol", "max_step", "residual_tol"):
-            v = getattr(self, name)
-            if not isinstance(v, (int, float)) or not np.isfinite(v) or v < 0:
-                raise StepError(f"{name} must be a non-negative finite number, got {v!r}")
+        check_options(self, integers=("max_iter", "memory", "max_backtracks"), flags=("metric",),
+                      reals=("gtol", "first_step", "rtol", "max_step", "residual_tol"))
 
 
 class LBFGS:

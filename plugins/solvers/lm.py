@@ -71,6 +71,23 @@ def _options(cls, solver: str, options: dict):
     return cls(**options)
 
 
+def check_options(opts, integers=(), counts=(), flags=(), reals=()) -> None:
+    """The shared validation of the solvers' option dataclasses: ``integers`` must be >= 1, ``counts``
+    (a limit where 0 means off) >= 0, ``flags`` booleans, ``reals`` non-negative finite numbers."""
+    for names, low, kind in ((integers, 1, "a positive integer"), (counts, 0, "a non-negative integer (0 = off)")):
+        for name in names:
+            v = getattr(opts, name)
+            if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < low:
+                raise StepError(f"{name} must be {kind}, got {v!r}")
+    for name in flags:
+        if not isinstance(getattr(opts, name), (bool, np.bool_)):
+            raise StepError(f"{name} must be True or False, got {getattr(opts, name)!r}")
+    for name in reals:
+        v = getattr(opts, name)
+        if not isinstance(v, (int, float)) or not np.isfinite(v) or v < 0:
+            raise StepError(f"{name} must be a non-negative finite number, got {v!r}")
+
+
 @dataclass(frozen=True)
 class LMOptions:
     """Options of ``lm`` and ``jtj_lm``.
@@ -113,20 +130,12 @@ class LMOptions:
     stall: int = 30
 
     def __post_init__(self) -> None:
-        if isinstance(self.max_iter, bool) or not isinstance(self.max_iter, (int, np.integer)) or self.max_iter < 1:
-            raise StepError(f"max_iter must be a positive integer, got {self.max_iter!r}")
-        if isinstance(self.stall, bool) or not isinstance(self.stall, (int, np.integer)) or self.stall < 0:
-            raise StepError(f"stall must be a non-negative integer (0 = off), got {self.stall!r}")
-        if not isinstance(self.metric, (bool, np.bool_)):
-            raise StepError(f"metric must be True or False, got {self.metric!r}")
+        check_options(self, integers=("max_iter",), counts=("stall",), flags=("metric",))
         if not (isinstance(self.shrink, (int, float)) and 0.0 < self.shrink < 1.0):
             raise StepError(f"shrink must be a number in (0, 1), got {self.shrink!r}")
         if not (isinstance(self.max_step, (int, float)) and self.max_step > 0):
             raise StepError(f"max_step must be a positive number, got {self.max_step!r}")
-        for name in ("gtol", "xtol", "lambda0", "rtol", "residual_tol"):
-            v = getattr(self, name)
-            if not isinstance(v, (int, float)) or not np.isfinite(v) or v < 0:
-                raise StepError(f"{name} must be a non-negative finite number, got {v!r}")
+        check_options(self, reals=("gtol", "xtol", "lambda0", "rtol", "residual_tol"))
 
 
 Evaluate = Callable[[np.ndarray], tuple[float, np.ndarray, np.ndarray]]
