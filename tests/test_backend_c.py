@@ -134,6 +134,22 @@ def test_directional_and_full_derivatives_agree():
     assert rel(a.q, b.q) <= REL and rel(a.qd, b.qd) <= REL
 
 
+@pytest.mark.parametrize("solver, objective", [("lbfgs", "energy"), ("jtj_lm", "residual")])
+def test_directional_metric_matches_the_vm(solver, objective):
+    """The metric from inverse dynamics (``M V``, 4 seed columns) with a single derivative seed column: the
+    seed and output buffers must hold the wider of the two (they once held only the derivatives', and the
+    metric's seeds overlapped its outputs: a wrong mass matrix, 36000 L-BFGS iterations per CHAIN-40 step)."""
+    model, q0, forces = _chain(3)
+    sim = Simulator(model, "pbad", order=2, solver=solver, objective=objective, dt=0.05, forces=forces)
+    runner = get_plugin("backend", "c").build(sim.problem, solver, model=model, metric="directional",
+                                              derivatives="directional", directions=1)
+    assert runner.plan.metric == "directional" and runner.plan.metric_directions > runner.plan.directions
+    traj = sim.rollout(q0, steps=6)
+    out = runner.rollout(q0, np.zeros(model.nq), 0.0, 0.05, 6)
+    assert rel(out.q, traj.q) <= REL and rel(out.qd, traj.qd) <= REL
+    np.testing.assert_array_equal(out.iterations, traj.stats["iterations"])
+
+
 def test_explicit_integrator_runs_natively():
     model, q0, forces = _chain(3)
     sim = Simulator(model, "rk4", dt=0.005, forces=forces)

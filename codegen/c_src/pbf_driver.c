@@ -46,6 +46,8 @@ enum { PBF_DONE = 0, PBF_DIVERGED = 1, PBF_FAILED = 2 };
 #define PBF_STALL_AT_FLOOR 3   /* plugins/solvers/lm.py STALL_AT_FLOOR */
 #define PBF_HYBRID (PBF_SOLVER == 1 && PBF_KIND == 2)
 #define PBF_MX (PBF_NX > 0 ? PBF_NX : 1)
+/* directional seeds: NX x BD for the derivative kernels, NQ x BM for the metric's M V (both share V, VO) */
+#define PBF_NV PBF_MAXI(PBF_MX * PBF_BD, PBF_NQ * PBF_BM)
 
 typedef struct {
   casadi_real *kw;                 /* kernel scratch, PBF_SZ_W */
@@ -75,7 +77,7 @@ PBF_EXPORT void pbf_work_size(const casadi_real* opt, casadi_int* n_real, casadi
   if (lev < 1) lev = 1;
   n += PBF_SZ_W + PBF_NP + PBF_NZ + 7 * PBF_MX + (PBF_HYBRID ? 5 : 3) * PBF_MX * PBF_MX;
   n += 2 * PBF_NR + PBF_NR * PBF_MX + 2 * PBF_NQ * PBF_NQ;
-  n += PBF_MX * PBF_BD + nd * PBF_BD;
+  n += PBF_NV + PBF_MAXI(nd * PBF_BD, PBF_NQ * PBF_BM);
   n += 2 * m * PBF_MX + 2 * m;
   n += lev * 4 * PBF_NS + 2 * PBF_NS;
   /* padded to whole 128-byte blocks (plus one), so the per-thread blocks of a batch share no cache line */
@@ -115,8 +117,8 @@ static void pbf_ws_init(const casadi_real* opt, casadi_real* w, casadi_int* iw, 
   ws->J = w; w += PBF_NR * PBF_MX;
   ws->M = w; w += PBF_NQ * PBF_NQ;
   ws->LM = w; w += PBF_NQ * PBF_NQ;
-  ws->V = w; w += PBF_MX * PBF_BD;
-  ws->VO = w; w += nd * PBF_BD;
+  ws->V = w; w += PBF_NV;
+  ws->VO = w; w += PBF_MAXI(nd * PBF_BD, PBF_NQ * PBF_BM);
   ws->S = w; w += m * PBF_MX;
   ws->Y = w; w += m * PBF_MX;
   ws->al = w; w += m;
