@@ -834,7 +834,8 @@ PBF_EXPORT casadi_int pbf_rollout_from(const casadi_real* opt, const casadi_real
 }
 
 /* Timing helper (the loop runs in C, the caller times the call): at parameters p and unknowns x, reps
-   times: what = 0 the objective and gradient (lm with full derivatives and jtj_lm: the whole evaluation),
+   times: what = 0 the objective and gradient (lm with full derivatives, lm on a least-squares problem and
+   jtj_lm: the whole evaluation),
    1 the solver's evaluation (f, g and H for lm / jtj_lm), 2 the damped Cholesky solve of one LM iteration.
    out[0] receives f, out[1] the first diagonal entry of H (keeps the work observable). */
 PBF_EXPORT int pbf_bench(const casadi_real* opt, const casadi_real* p, const casadi_real* x, casadi_int what,
@@ -855,7 +856,7 @@ PBF_EXPORT int pbf_bench(const casadi_real* opt, const casadi_real* p, const cas
   (void)what;
 #else
   if (what == 0) {
-#if PBF_SOLVER == 1 && PBF_HESS == 2
+#if PBF_SOLVER == 1 && PBF_HESS == 2 && PBF_KIND == 1   /* minimize: pbfk_fg exists (least squares: none) */
     for (r = 0; r < reps; ++r) {
       const casadi_real* in[2]; casadi_real* o[2];
       in[0] = x; in[1] = ws->z; o[0] = &f; o[1] = ws->g;
