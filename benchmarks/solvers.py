@@ -4,7 +4,8 @@
        Eq. 5 (the energy; ``lm`` = exact-Hessian LM, ``lbfgs``) and Eq. 7 (the residual; ``jtj_lm`` =
        the paper's J^T J LM, ``lbfgs``);
 (c)    mean time per step against the number of links N = 10..40 (dt = 0.05), with the fitted growth
-       exponent ``time ~ N^p``;
+       exponent ``time ~ N^p``, and the same per solver iteration (the first steps of a longer chain need
+       more iterations: CHAIN-40 with ``lm`` needs 3-8 per step at first and 66-233 at t ~ 1.9 s);
 (d)    mean time per step against dt = 0.001 .. 0.128 s on CHAIN-10.
 
 The peer is the solver pair itself: the script prints the LBFGS / LM ratios of iterations and of time the
@@ -16,6 +17,7 @@ Usage::
     python benchmarks/solvers.py            # (a, b): 10 s; (c), (d): 40 steps per point
     python benchmarks/solvers.py --quick    # (a, b): 2 s; (c), (d) 15 steps per point, fewer points
     python benchmarks/solvers.py --parts c,d --name solvers_cd   # only (c) and (d)
+    python benchmarks/solvers.py --backend casadi   # CasADi VM with the Python solver loop (default: c)
 
 Writes ``benchmarks/out/<name>.json`` and ``benchmarks/out/<name>.png`` (``--name``, default ``solvers``).
 """
@@ -41,10 +43,14 @@ VARIANTS = {          # label: (solver, objective)
 }
 
 
+BACKEND = "c"
+"""Backend of every run (``--backend``): the generated C driver runs all three solvers natively."""
+
+
 def rollout(n: int, dt: float, solver: str, objective: str, duration=None, steps=None) -> dict:
     model = pbf.models.chain(n)
     t0 = time.perf_counter()
-    sim = pbf.Simulator(model, "pbad", order=2, solver=solver, objective=objective, dt=dt)
+    sim = pbf.Simulator(model, "pbad", order=2, solver=solver, objective=objective, dt=dt, backend=BACKEND)
     build = time.perf_counter() - t0
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
@@ -88,10 +94,17 @@ def part_c(ns, steps) -> dict:
         t = np.array([r["time_per_step"] for r in rows])
         p = float(np.polyfit(np.log(ns), np.log(t), 1)[0])
         it = [r["mean_iter"] for r in rows]
+        # per iteration (the algorithm's cost, free of how many iterations the first steps of a longer
+        # chain happen to need)
+        ti = t / np.maximum(it, 1e-300)
+        pi = float(np.polyfit(np.log(ns), np.log(ti), 1)[0])
         print(f"{label:<16} ms/step " + " ".join(f"N={n}:{1e3 * x:.3g}" for n, x in zip(ns, t))
               + f"   fitted growth time ~ N^{p:.2f}   (iterations/step {min(it):.3g}..{max(it):.3g})",
               flush=True)
-        out[label] = {"n": list(ns), "time_per_step": t.tolist(), "mean_iter": it, "growth_exponent": p}
+        print(f"{'':<16} ms/iter " + " ".join(f"N={n}:{1e3 * x:.3g}" for n, x in zip(ns, ti))
+              + f"   fitted growth time per iteration ~ N^{pi:.2f}", flush=True)
+        out[label] = {"n": list(ns), "time_per_step": t.tolist(), "mean_iter": it, "growth_exponent": p,
+                      "time_per_iteration": ti.tolist(), "iteration_growth_exponent": pi}
     return out
 
 
@@ -143,7 +156,11 @@ def main(argv=None) -> int:
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--parts", default="ab,c,d", help="which parts to run (default ab,c,d)")
     ap.add_argument("--name", default="solvers", help="output file stem in benchmarks/out")
+    ap.add_argument("--backend", choices=("c", "casadi"), default="c",
+                    help="c (generated C driver, default) or casadi (VM, Python solver loop)")
     args = ap.parse_args(argv)
+    global BACKEND
+    BACKEND = args.backend
     parts = set(args.parts.split(","))
     if not parts <= {"ab", "c", "d"}:
         ap.error(f"--parts: choose from ab, c, d (got {args.parts!r})")
@@ -158,7 +175,8 @@ def main(argv=None) -> int:
     d = part_d(dts, steps) if "d" in parts else {}
     png, js = OUT / f"{args.name}.png", OUT / f"{args.name}.json"
     plot(ab, c, d, png)
-    js.write_text(json.dumps({"ab": {str(k): v for k, v in ab.items()}, "c": c, "d": d}, indent=1))
+    js.write_text(json.dumps({"backend": BACKEND, "ab": {str(k): v for k, v in ab.items()}, "c": c, "d": d},
+                             indent=1))
     print(f"\nwrote {png} and {js}")
     return 0
 
