@@ -136,16 +136,21 @@ def plot(ab, c, d, path: Path) -> None:
         ax.set_xlabel("t [s]")
         ax.legend(fontsize=7)
     for label, r in c.items():
-        axes[2].plot(r["n"], np.array(r["time_per_step"]) * 1e3, "o-", label=f"{label} (~N^{r['growth_exponent']:.2f})")
-    axes[2].set_title("(c) time per step against N")
+        line, = axes[2].loglog(r["n"], np.array(r["time_per_step"]) * 1e3, "o-",
+                               label=f"{label} per step (~N^{r['growth_exponent']:.2f})")
+        axes[2].loglog(r["n"], np.array(r["time_per_iteration"]) * 1e3, "x--", color=line.get_color(),
+                       label=f"{label} per iteration (~N^{r['iteration_growth_exponent']:.2f})")
+    axes[2].set_title("(c) time per step and per iteration against N")
     axes[2].set_xlabel("N links")
-    axes[2].set_ylabel("ms / step")
-    axes[2].legend(fontsize=7)
+    axes[2].set_ylabel("ms")
+    if c:
+        axes[2].legend(fontsize=7)
     for label, r in d.items():
         axes[3].semilogx(r["dt"], np.array(r["time_per_step"]) * 1e3, "o-", label=label)
     axes[3].set_title("(d) time per step against dt (CHAIN-10)")
     axes[3].set_xlabel("dt [s]")
-    axes[3].legend(fontsize=7)
+    if d:
+        axes[3].legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
