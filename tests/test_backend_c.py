@@ -121,13 +121,14 @@ def test_solvers_agree_on_one_solve(order, solver):
         (r_vm.iterations, r_vm.converged, r_vm.reason, r_vm.evaluations)
 
 
-@pytest.mark.parametrize("solver", ["jtj_lm", "lm"])
-def test_directional_and_full_derivatives_agree(solver):
-    """Both derivative modes on a least-squares problem (``lm``: the hybrid with the second-order term),
-    against each other and the VM; the timing helper builds for both (it once referenced a gradient
-    kernel that least-squares libraries do not have: an undefined symbol at load time)."""
+@pytest.mark.parametrize("solver, order", [("jtj_lm", 3), ("lm", 3), ("lm", 2)])
+def test_directional_and_full_derivatives_agree(solver, order):
+    """Both derivative modes, on least-squares problems (order 3; ``lm``: the hybrid with the second-order
+    term) and on the order-2 energy (``lm``: gradient and Hessian-vector kernels), against each other and
+    the VM; the timing helper builds for all (it once referenced a gradient kernel that least-squares
+    libraries do not have: an undefined symbol at load time)."""
     model, q0, forces = _chain(3)
-    sim = Simulator(model, "pbad", order=3, solver=solver, dt=0.02, forces=forces)
+    sim = Simulator(model, "pbad", order=order, solver=solver, dt=0.02, forces=forces)
     build = get_plugin("backend", "c").build
     full = build(sim.problem, solver, model=model, derivatives="full")
     directional = build(sim.problem, solver, model=model, derivatives="directional",
