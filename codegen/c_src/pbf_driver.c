@@ -149,10 +149,15 @@ static casadi_real pbf_norm_inf(const casadi_real* v, casadi_int n) {
   for (i = 0; i < n; ++i) { casadi_real a = fabs(v[i]); if (a > m || a != a) m = a; }
   return m;
 }
+/* four independent partial sums: the dense loops below are dot products, and one running sum serialises
+   them on the floating-point add latency (no vectorisation of a reduction without -ffast-math) */
 static casadi_real pbf_dot(const casadi_real* a, const casadi_real* b, casadi_int n) {
-  casadi_real s = 0; casadi_int i;
-  for (i = 0; i < n; ++i) s += a[i] * b[i];
-  return s;
+  casadi_real s0 = 0, s1 = 0, s2 = 0, s3 = 0; casadi_int i;
+  for (i = 0; i + 4 <= n; i += 4) {
+    s0 += a[i] * b[i]; s1 += a[i + 1] * b[i + 1]; s2 += a[i + 2] * b[i + 2]; s3 += a[i + 3] * b[i + 3];
+  }
+  for (; i < n; ++i) s0 += a[i] * b[i];
+  return (s0 + s1) + (s2 + s3);
 }
 static void pbf_copy(const casadi_real* a, casadi_real* b, casadi_int n) {
   casadi_int i;
@@ -167,19 +172,16 @@ static void pbf_gemv(const casadi_real* A, const casadi_real* x, casadi_real* y,
 /* Upper Cholesky A = U^T U in place (upper triangle of A read and overwritten, column-major), as LAPACK
    potrf('U'): fails (returns 1) on a pivot that is not positive or not a number. */
 static int pbf_chol(casadi_real* A, casadi_int n) {
-  casadi_int i, j, k;
+  casadi_int i, j;
   for (j = 0; j < n; ++j) {
     casadi_real* cj = A + j * n;
-    casadi_real ajj = cj[j];
-    for (k = 0; k < j; ++k) ajj -= cj[k] * cj[k];
+    casadi_real ajj = cj[j] - pbf_dot(cj, cj, j);
     if (!(ajj > 0) || ajj != ajj) return 1;
     ajj = sqrt(ajj);
     cj[j] = ajj;
     for (i = j + 1; i < n; ++i) {
       casadi_real* ci = A + i * n;
-      casadi_real s = ci[j];
-      for (k = 0; k < j; ++k) s -= cj[k] * ci[k];
-      ci[j] = s / ajj;
+      ci[j] = (ci[j] - pbf_dot(cj, ci, j)) / ajj;
     }
   }
   return 0;
@@ -187,16 +189,15 @@ static int pbf_chol(casadi_real* A, casadi_int n) {
 /* solve U^T U x = b in place (U from pbf_chol) */
 static void pbf_chol_solve(const casadi_real* U, casadi_real* b, casadi_int n) {
   casadi_int i, k;
-  for (i = 0; i < n; ++i) {              /* U^T y = b */
+  for (i = 0; i < n; ++i) {              /* U^T y = b: row i of U^T is column i of U (contiguous) */
     const casadi_real* ci = U + i * n;
-    casadi_real s = b[i];
-    for (k = 0; k < i; ++k) s -= ci[k] * b[k];
-    b[i] = s / ci[i];
+    b[i] = (b[i] - pbf_dot(ci, b, i)) / ci[i];
   }
-  for (i = n - 1; i >= 0; --i) {         /* U x = y */
-    casadi_real s = b[i];
-    for (k = i + 1; k < n; ++k) s -= U[i + k * n] * b[k];
-    b[i] = s / U[i + i * n];
+  for (i = n - 1; i >= 0; --i) {         /* U x = y by columns (contiguous): x_i, then remove it above */
+    const casadi_real* ci = U + i * n;
+    casadi_real xi = b[i] / ci[i];
+    b[i] = xi;
+    for (k = 0; k < i; ++k) b[k] -= ci[k] * xi;
   }
 }
 
@@ -303,6 +304,7 @@ static void pbf_eval_fgh(pbf_ws* ws, const casadi_real* x, casadi_real* f, casad
 #endif
 #else               /* least squares: f = |r|^2 / 2, g = J^T r, H = J^T J (+ sum_k (W r)_k H_k for lm) */
   casadi_int i, j, k;
+  (void)k;
 #if !PBF_HYBRID
   (void)Hg;
 #else
@@ -315,9 +317,7 @@ static void pbf_eval_fgh(pbf_ws* ws, const casadi_real* x, casadi_real* f, casad
     const casadi_real* cj = ws->J + j * PBF_NR;
     g[j] = pbf_dot(cj, ws->r, PBF_NR);
     for (i = 0; i <= j; ++i) {
-      const casadi_real* ci = ws->J + i * PBF_NR;
-      casadi_real s = 0;
-      for (k = 0; k < PBF_NR; ++k) s += ci[k] * cj[k];
+      casadi_real s = pbf_dot(ws->J + i * PBF_NR, cj, PBF_NR);
       H[i + j * PBF_NX] = s;
       H[j + i * PBF_NX] = s;
     }
