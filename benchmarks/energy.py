@@ -19,7 +19,8 @@ Usage::
     python benchmarks/energy.py --no-stability  # part 1 only
     python benchmarks/energy.py --backend casadi  # the CasADi VM instead of generated C (slower)
     python benchmarks/energy.py --chains 100 --pbad-duration 3:1 --no-stability --name energy_chain100
-                                                # CHAIN-100 alone, order 3 for 1 s only (~1.6 s a step)
+                                                # CHAIN-100 alone, order 3 for 1 s only (0.6 s a step at
+                                                # the start on 2 cores, more in the whips)
 
 The "build" column is the Simulator's set-up (for ``c`` the C source generation and compilation on a cold
 cache; nothing on a warm one); wall is the rollout alone.
