@@ -14,6 +14,7 @@ Compile time is budgeted: small models, one library per configuration, reused th
 from __future__ import annotations
 
 import ctypes
+import subprocess
 import warnings
 
 import casadi as ca
@@ -22,7 +23,7 @@ import pytest
 
 import pbframework as pbf
 from pbframework.codegen.build import build_shared
-from pbframework.codegen.driver import emit_step_library, emit_sx_kernel
+from pbframework.codegen.driver import emit_step_library, emit_sx_kernel, plan_kernels
 from pbframework.codegen.emit import CSource
 from pbframework.registry import get_plugin
 from pbframework.simulate import Simulator
@@ -348,3 +349,22 @@ def test_simulator_backend_c_with_a_python_controller():
     a, b = vm.rollout(q0, steps=8), c.rollout(q0, steps=8)
     assert rel(b.q, a.q) <= REL and rel(b.qd, a.qd) <= REL
     np.testing.assert_array_equal(b.stats["iterations"], a.stats["iterations"])
+
+
+@pytest.mark.parametrize("order, solver, objective, derivatives", [
+    (2, "lm", "energy", "full"), (2, "lm", "energy", "directional"), (3, "lm", "residual", "full"),
+    (3, "lm", "residual", "directional"), (3, "jtj_lm", "residual", "full"),
+    (3, "jtj_lm", "residual", "directional"), (2, "lbfgs", "energy", None), (2, "lbfgs", "residual", None)])
+def test_step_library_source_is_warning_free(tmp_path, order, solver, objective, derivatives):
+    """Every solver/derivative combination of the driver compiles with -Wall -Wextra -Werror: no call to a
+    kernel the plan did not emit (an implicit declaration, an error from GCC 14 on), no unused variable."""
+    model, _, forces = _chain(3)
+    sim = Simulator(model, "pbad", order=order, solver=solver, objective=objective, dt=0.02, forces=forces)
+    kw = {"derivatives": derivatives} if derivatives else {}
+    plan = plan_kernels(sim.problem, solver, model=model, metric="directional", **kw)
+    src, _ = emit_step_library(sim.problem, solver, plan=plan)
+    path = tmp_path / "step.c"
+    path.write_text(src.text)
+    res = subprocess.run(["gcc", "-fsyntax-only", "-Wall", "-Wextra", "-Wno-unused-parameter", "-Werror",
+                          str(path)], capture_output=True, text=True)
+    assert res.returncode == 0, res.stderr[-2000:]

@@ -46,8 +46,10 @@ enum { PBF_DONE = 0, PBF_DIVERGED = 1, PBF_FAILED = 2 };
 #define PBF_STALL_AT_FLOOR 3   /* plugins/solvers/lm.py STALL_AT_FLOOR */
 #define PBF_HYBRID (PBF_SOLVER == 1 && PBF_KIND == 2)
 #define PBF_MX (PBF_NX > 0 ? PBF_NX : 1)
-/* directional seeds: NX x BD for the derivative kernels, NQ x BM for the metric's M V (both share V, VO) */
+/* directional seeds V and outputs VO, shared by the derivative kernels (NX x BD seeds, outputs of NX, NR or
+   NQ rows) and the metric's M V (NQ x BM): each sized for the wider of the two */
 #define PBF_NV PBF_MAXI(PBF_MX * PBF_BD, PBF_NQ * PBF_BM)
+#define PBF_NVO PBF_MAXI(PBF_MAXI(PBF_MAXI(PBF_NX, PBF_NR), PBF_NQ) * PBF_BD, PBF_NQ * PBF_BM)
 
 typedef struct {
   casadi_real *kw;                 /* kernel scratch, PBF_SZ_W */
@@ -71,13 +73,12 @@ static casadi_int pbf_opt_int(const casadi_real* opt, int k) { return (casadi_in
 /* Sizes of the caller-owned work arrays for options opt (reals, integers). */
 PBF_EXPORT void pbf_work_size(const casadi_real* opt, casadi_int* n_real, casadi_int* n_int) {
   casadi_int m = pbf_opt_int(opt, PBF_OPT_MEMORY), lev = pbf_opt_int(opt, PBF_OPT_MAX_HALVINGS) + 1;
-  casadi_int nd = PBF_MAXI(PBF_MAXI(PBF_NX, PBF_NR), PBF_NQ);
   casadi_int n = 0;
   if (m < 1) m = 1;
   if (lev < 1) lev = 1;
   n += PBF_SZ_W + PBF_NP + PBF_NZ + 7 * PBF_MX + (PBF_HYBRID ? 5 : 3) * PBF_MX * PBF_MX;
   n += 2 * PBF_NR + PBF_NR * PBF_MX + 2 * PBF_NQ * PBF_NQ;
-  n += PBF_NV + PBF_MAXI(nd * PBF_BD, PBF_NQ * PBF_BM);
+  n += PBF_NV + PBF_NVO;
   n += 2 * m * PBF_MX + 2 * m;
   n += lev * 4 * PBF_NS + 2 * PBF_NS;
   /* padded to whole 128-byte blocks (plus one), so the per-thread blocks of a batch share no cache line */
@@ -87,7 +88,6 @@ PBF_EXPORT void pbf_work_size(const casadi_real* opt, casadi_int* n_real, casadi
 
 static void pbf_ws_init(const casadi_real* opt, casadi_real* w, casadi_int* iw, pbf_ws* ws) {
   casadi_int m = pbf_opt_int(opt, PBF_OPT_MEMORY), lev = pbf_opt_int(opt, PBF_OPT_MAX_HALVINGS) + 1;
-  casadi_int nd = PBF_MAXI(PBF_MAXI(PBF_NX, PBF_NR), PBF_NQ);
   if (m < 1) m = 1;
   if (lev < 1) lev = 1;
   ws->mem = m;
@@ -118,7 +118,7 @@ static void pbf_ws_init(const casadi_real* opt, casadi_real* w, casadi_int* iw, 
   ws->M = w; w += PBF_NQ * PBF_NQ;
   ws->LM = w; w += PBF_NQ * PBF_NQ;
   ws->V = w; w += PBF_NV;
-  ws->VO = w; w += PBF_MAXI(nd * PBF_BD, PBF_NQ * PBF_BM);
+  ws->VO = w; w += PBF_NVO;
   ws->S = w; w += m * PBF_MX;
   ws->Y = w; w += m * PBF_MX;
   ws->al = w; w += m;
@@ -241,8 +241,9 @@ static void pbf_verdict(const casadi_real* opt, casadi_real f, int reason, int* 
 }
 
 /* ---- objective, gradient and Hessian at x --------------------------------------------------------- */
-#if PBF_KIND == 2
-/* r, J of the residual at x (J: NR x NX column-major), weighted by W = blockdiag(M)^-1 with a metric */
+#if PBF_KIND == 2 && (PBF_SOLVER == 1 || PBF_SOLVER == 2)
+/* r, J of the residual at x (J: NR x NX column-major), weighted by W = blockdiag(M)^-1 with a metric; lm
+   and jtj_lm only (l-bfgs has no Jacobian kernels: an unused definition would still call undeclared ones) */
 static void pbf_eval_rj(pbf_ws* ws, const casadi_real* x) {
   const casadi_real* in[3];
   casadi_real* out[2];
@@ -303,8 +304,7 @@ static void pbf_eval_fgh(pbf_ws* ws, const casadi_real* x, casadi_real* f, casad
   }
 #endif
 #else               /* least squares: f = |r|^2 / 2, g = J^T r, H = J^T J (+ sum_k (W r)_k H_k for lm) */
-  casadi_int i, j, k;
-  (void)k;
+  casadi_int i, j;
 #if !PBF_HYBRID
   (void)Hg;
 #else
@@ -329,7 +329,7 @@ static void pbf_eval_fgh(pbf_ws* ws, const casadi_real* x, casadi_real* f, casad
     casadi_real* Hc = ws->A;              /* free during an evaluation */
     pbf_copy(ws->r, ws->c, PBF_NR);
 #if PBF_WEIGHT
-    for (k = 0; k < PBF_NR / PBF_NQ; ++k) pbf_chol_solve(ws->LM, ws->c + k * PBF_NQ, PBF_NQ);
+    { casadi_int k; for (k = 0; k < PBF_NR / PBF_NQ; ++k) pbf_chol_solve(ws->LM, ws->c + k * PBF_NQ, PBF_NQ); }
 #endif
 #if PBF_HESS == 1
     in[0] = x; in[1] = ws->z; in[2] = ws->c; out[0] = Hc;
