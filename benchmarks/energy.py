@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 import time
 import warnings
@@ -43,7 +44,7 @@ import numpy as np
 import pbframework as pbf
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from peer_mujoco import chain_mjcf  # noqa: E402  (same folder: the one MJCF of CHAIN-N)
+from peer_mujoco import chain_mjcf, chunked_rollout, trajectory_energy  # noqa: E402  (same folder)
 
 OUT = Path(__file__).resolve().parent / "out"
 NE_METHODS = ("forward_euler", "semi_implicit_euler", "rk2", "rk3", "rk4")
@@ -89,14 +90,44 @@ BACKEND = "c"
 tests/test_backend_c.py; only the wall times differ)."""
 
 
+MAX_RUN_SECONDS = math.inf
+"""``--max-run-seconds``: a native PBAD rollout still running after this much wall time is stopped and its
+series reported up to the time it reached (``timeout`` in the table)."""
+LOG_EVERY = 0.0
+"""``--log-every``: print a progress line every this many simulated seconds of a native PBAD rollout."""
+
+
 def run_pbf(model, integrator: str, dt: float, duration: float, order=None, solver="auto") -> dict:
     t0 = time.perf_counter()
     sim = pbf.Simulator(model, integrator, order=order, solver=solver, dt=dt, backend=BACKEND)
     build = time.perf_counter() - t0
+    name = integrator if order is None or integrator != "pbad" else f"pbad{order}"
+    q0 = pbf.models.chain_q0(model)
+    if sim.runner is not None and sim.implicit:
+        # the native rollout in pieces (identical results): progress lines and a wall-time limit
+        logged = [0]
+
+        def log(t, wall, iters, halv):
+            if LOG_EVERY and (int(t / LOG_EVERY + 1e-9) > logged[0] or t >= duration - 1e-9):
+                logged[0] = int(t / LOG_EVERY + 1e-9)
+                print(f"    {name} CHAIN-{model.nq // 2} t={t:.3f} s  wall {wall:.1f} s  iterations {iters}  "
+                      f"halvings {halv}", flush=True)
+
+        out = chunked_rollout(sim, q0, dt, duration, MAX_RUN_SECONDS, min(LOG_EVERY or 0.1, 0.1), log)
+        S, k = out["states"], out["steps_done"]
+        E = trajectory_energy(sim, S, dt)
+        diverged = out["status"] in ("diverged", "failed")
+        scale = sim.energy_scale
+        return {"name": name + (f" [to {k * dt:g} s]" if out["status"] == "timeout" else ""), "dt": dt,
+                "wall": out["wall"], "build": build, "diverged": diverged,
+                "diverged_at": (k + 1) * dt if diverged else None, "t": np.arange(len(E)) * dt, "E": E,
+                "error": math.inf if diverged else float(np.max(np.abs(E - E[0]))) / scale * 100.0,
+                "rise": math.inf if diverged else float(np.max(E - E[0])) / scale * 100.0,
+                "iterations": out["iterations"] / max(k, 1), "unconverged": out["unconverged"],
+                "halvings": out["halvings"], "solver": sim.solver_name, "status": out["status"]}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
-        tr = sim.rollout(pbf.models.chain_q0(model), None, duration=duration)
-    name = integrator if order is None or integrator != "pbad" else f"pbad{order}"
+        tr = sim.rollout(q0, None, duration=duration)
     return {"name": name, "dt": dt, "wall": tr.wall_time, "build": build, "diverged": tr.diverged,
             "diverged_at": tr.info["diverged_at"], "t": tr.t, "E": tr.energy, "error": tr.energy_error(),
             "rise": tr.energy_rise(), "iterations": float(np.mean(tr.stats["iterations"])) if tr.steps else 0.0,
@@ -111,14 +142,14 @@ def _downsample(t, E, n=2000):
 
 def table(rows, title: str, scale: float) -> None:
     print(f"\n{title}   (energy scale {scale:.1f} J)")
-    print(f"{'method':<22}{'dt [s]':>8}{'diverged':>12}{'max|E-E0| %':>14}{'max rise %':>12}{'wall [s]':>10}"
+    print(f"{'method':<30}{'dt [s]':>8}{'diverged':>12}{'max|E-E0| %':>14}{'max rise %':>12}{'wall [s]':>10}"
           f"{'iter/step':>10}")
     for r in rows:
         div = f"at {r['diverged_at']:.2f}s" if r["diverged"] else "no"
         err = "-" if r["diverged"] else f"{r['error']:.4g}"
         rise = "-" if r["diverged"] else f"{r['rise']:+.4g}"
         label = r["name"] + (f" ({r['solver']})" if r.get("solver") else "")
-        print(f"{label:<22}{r['dt']:>8.4g}{div:>12}{err:>14}{rise:>12}{r['wall']:>10.3g}{r['iterations']:>10.3g}")
+        print(f"{label:<30}{r['dt']:>8.4g}{div:>12}{err:>14}{rise:>12}{r['wall']:>10.3g}{r['iterations']:>10.3g}")
 
 
 def fig2(chains, duration, ne_dt, pbad_dt) -> dict:
@@ -199,9 +230,14 @@ def main(argv=None) -> int:
     ap.add_argument("--name", default="energy", help="output file stem in benchmarks/out (default energy)")
     ap.add_argument("--backend", choices=("c", "casadi"), default="c",
                     help="pbframework backend (default c: generated C; builds are cached)")
+    ap.add_argument("--max-run-seconds", type=float, default=math.inf,
+                    help="stop a native PBAD rollout after this much wall time and report it up to where it got")
+    ap.add_argument("--log-every", type=float, default=0.0,
+                    help="print a progress line every this many simulated seconds of a native PBAD rollout")
     args = ap.parse_args(argv)
-    global BACKEND, PBAD_ORDERS
+    global BACKEND, PBAD_ORDERS, MAX_RUN_SECONDS, LOG_EVERY
     BACKEND = args.backend
+    MAX_RUN_SECONDS, LOG_EVERY = args.max_run_seconds, args.log_every
     PBAD_ORDERS = tuple(int(k) for k in args.pbad_orders.split(","))
     PBAD_DURATION.update({int(k): float(v) for k, v in (kv.split(":") for kv in args.pbad_duration.split(",") if kv)})
     duration = args.duration or (2.0 if args.quick else 10.0)

@@ -122,11 +122,16 @@ def trajectory_energy(sim: pbf.Simulator, states: np.ndarray, dt: float) -> np.n
     return T + V
 
 
-def pbf_run(sim: pbf.Simulator, q0: np.ndarray, dt: float, duration: float, scale: float, max_seconds: float,
-            chunk_seconds: float = 0.1) -> dict:
+def chunked_rollout(sim: pbf.Simulator, q0: np.ndarray, dt: float, duration: float, max_seconds: float = math.inf,
+                    chunk_seconds: float = 0.1, log=None) -> dict:
     """A rollout through the simulator's native runner (dt is a parameter of the compiled step, so one
     library serves every dt) in pieces of ``chunk_seconds`` simulated time, so a run far slower than its
-    peers can be stopped; the pieces continue exactly (identical results)."""
+    peers can be stopped after ``max_seconds`` of wall time; the pieces continue exactly (identical
+    results). ``log(done_t, wall, iterations, halvings)`` is called after every piece.
+
+    Returns a dict: ``states`` (integrator states, one row per step reached), ``wall``, ``steps_done``,
+    ``status`` (``done``, ``diverged``, ``failed`` or ``timeout``), ``iterations``, ``halvings``,
+    ``unconverged`` (totals)."""
     steps = max(1, int(math.ceil(duration / dt - 1e-9)))
     per = max(1, int(round(chunk_seconds / dt)))
     runner = sim.runner
@@ -141,6 +146,8 @@ def pbf_run(sim: pbf.Simulator, q0: np.ndarray, dt: float, duration: float, scal
         iters += int(out.iterations.sum())
         halv += int(out.halvings.sum())
         unconv += int((~out.converged).sum())
+        if log is not None:
+            log(done * dt, wall, iters, halv)
         if out.status != "done":
             status = out.status
             break
@@ -148,14 +155,22 @@ def pbf_run(sim: pbf.Simulator, q0: np.ndarray, dt: float, duration: float, scal
         if wall > max_seconds and done < steps:
             status = "timeout"
             break
-    S = np.concatenate(states)
-    E = trajectory_energy(sim, S, dt)
+    return {"states": np.concatenate(states), "wall": wall, "steps_done": done, "status": status,
+            "iterations": iters, "halvings": halv, "unconverged": unconv}
+
+
+def pbf_run(sim: pbf.Simulator, q0: np.ndarray, dt: float, duration: float, scale: float, max_seconds: float,
+            chunk_seconds: float = 0.1) -> dict:
+    """One pbframework row of the table: :func:`chunked_rollout` and its energy error."""
+    out = chunked_rollout(sim, q0, dt, duration, max_seconds, chunk_seconds)
+    status, done = out["status"], out["steps_done"]
+    E = trajectory_energy(sim, out["states"], dt)
     diverged = status in ("diverged", "failed") or not np.all(np.isfinite(E))
     err = math.inf if diverged else 100.0 * float(np.max(np.abs(E - E[0]))) / scale
     return {"peer": "pbframework", "config": f"pbad{sim.problem.order}/{sim.solver_name}", "dt": dt,
-            "wall": wall, "error": err, "diverged": diverged, "timeout": status == "timeout",
-            "t_reached": done * dt, "iterations_per_step": iters / max(done, 1), "halvings": halv,
-            "unconverged_steps": unconv}
+            "wall": out["wall"], "error": err, "diverged": diverged, "timeout": status == "timeout",
+            "t_reached": done * dt, "iterations_per_step": out["iterations"] / max(done, 1),
+            "halvings": out["halvings"], "unconverged_steps": out["unconverged"]}
 
 
 # ---------------------------------------------------------------------------------------------------------

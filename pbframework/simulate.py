@@ -304,7 +304,7 @@ class Simulator:
         nq = self.model.nq
         s = self.initial_state(q0, qd0, t0)
         if self.runner is not None and not self._input_forces:
-            return self._rollout_native(q0, qd0, float(t0), steps)
+            return self._rollout_native(q0, qd0, float(t0), steps, progress)
         if not self.implicit and not self._input_forces:
             return self._rollout_explicit(s, float(t0), steps, progress)
         ts = [float(t0)]
@@ -347,21 +347,46 @@ class Simulator:
                  "step_time": np.array(cols["step_time"], dtype=float)}
         return self._trajectory(np.array(ts), np.array(S), stats, wall, diverged, diverged_at, float(t0))
 
-    def _rollout_native(self, q0, qd0, t0: float, steps: int) -> Trajectory:
-        """The whole rollout in one call of the backend's runner (``step_time`` is the mean of the call)."""
+    def _rollout_native(self, q0, qd0, t0: float, steps: int, progress: bool = False) -> Trajectory:
+        """The whole rollout in native calls of the backend's runner (``step_time`` is the mean of a call).
+
+        One call without ``progress``; with it, about 200 calls that each continue from the last state
+        (identical results), updating the progress bar between them.
+        """
         nq, dt = self.model.nq, self.config.dt
         q0 = self.model.check_state(q0, "q0")
         qd0 = np.zeros(nq) if qd0 is None else self.model.check_state(qd0, "qd0")
-        out = self.runner.rollout(q0, qd0, t0, dt, steps)
-        k = out.steps_done
+        per = max(1, -(-steps // 200)) if progress else steps
+        bar = None
+        if progress:
+            from tqdm import tqdm
+
+            bar = tqdm(total=steps, unit="step", desc=f"{self.integrator} ({self.backend})", leave=False)
+        pieces, state, k = [], None, 0
+        try:
+            while True:
+                out = self.runner.rollout(q0, qd0, t0 + k * dt, dt, min(per, steps - k), state=state)
+                pieces.append(out)
+                k += out.steps_done
+                if bar is not None:
+                    bar.update(out.steps_done)
+                if out.status != "done" or k >= steps:
+                    break
+                state = out.states[-1]
+        finally:
+            if bar is not None:
+                bar.close()
         if out.status == "failed":
             raise StepFailure(f"{self.integrator}/{self.solver_name}: step at t={t0 + k * dt:.6g} s (dt={dt:.6g}) "
                               f"did not converge (backend {self.backend!r})")
         diverged = out.status == "diverged"
-        stats = {"iterations": out.iterations, "grad_norm": out.grad_norm, "converged": out.converged,
-                 "halvings": out.halvings, "evaluations": out.evaluations,
-                 "step_time": np.full(k, out.wall_time / max(k, 1))}
-        return self._trajectory(t0 + np.arange(k + 1) * dt, out.states, stats, out.wall_time, diverged,
+        wall = sum(p.wall_time for p in pieces)
+        states = np.concatenate([pieces[0].states] + [p.states[1:] for p in pieces[1:]])
+        stats = {name: np.concatenate([getattr(p, name) for p in pieces])
+                 for name in ("iterations", "grad_norm", "converged", "halvings", "evaluations")}
+        stats["step_time"] = np.concatenate([np.full(p.steps_done, p.wall_time / max(p.steps_done, 1))
+                                             for p in pieces])
+        return self._trajectory(t0 + np.arange(k + 1) * dt, states, stats, wall, diverged,
                                 t0 + (k + 1) * dt if diverged else None, t0)
 
     def rollout_batch(self, Q0, QD0=None, duration: float | None = None, *, steps: int | None = None,

@@ -335,6 +335,23 @@ def test_simulator_backend_c_rollout_and_batch(rng):
     assert rel(serial.q, batch.q[:2]) <= REL
 
 
+def test_native_rollout_with_progress_bar_is_identical(capsys, monkeypatch):
+    """``progress=True`` runs the native rollout in pieces (to update the bar); the pieces continue exactly."""
+    model, q0, forces = _chain(3)
+    c = pbf.Simulator(model, "pbad", order=2, dt=0.02, forces=forces, backend="c")
+    one = c.rollout(q0, steps=250)
+    calls = []
+    native = c.runner.rollout
+    monkeypatch.setattr(c.runner, "rollout", lambda *a, **kw: calls.append(a[4]) or native(*a, **kw))
+    bar = c.rollout(q0, steps=250, progress=True)
+    assert "0/250" in capsys.readouterr().err
+    assert len(calls) == 125 and sum(calls) == 250
+    assert np.array_equal(bar.q, one.q) and np.array_equal(bar.qd, one.qd) and np.array_equal(bar.t, one.t)
+    for name in ("iterations", "converged", "halvings", "evaluations", "grad_norm"):
+        assert np.array_equal(bar.stats[name], one.stats[name]), name
+    assert bar.stats["step_time"].shape == (250,) and bar.wall_time > 0
+
+
 def test_simulator_backend_c_with_a_python_controller():
     """Force inputs computed by Python each step: the Simulator steps in Python, solves natively."""
     model, q0, _ = _chain(3)
