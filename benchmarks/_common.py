@@ -1,8 +1,15 @@
-"""Helpers shared by the benchmark scripts: output folder, timing, growth-exponent fit, JSON."""
+"""Helpers shared by the benchmark scripts: output folder, timing, growth-exponent fit, JSON.
+
+Every script writes its JSON and PNG to :data:`OUT`: ``benchmarks/out/`` by default, or the folder named by
+the environment variable ``PBF_BENCH_OUT`` (created if missing). tests/test_benchmarks.py runs each script
+in a tiny configuration with ``PBF_BENCH_OUT`` set to a temporary folder, so tests never write to
+``benchmarks/out/``.
+"""
 
 from __future__ import annotations
 
 import json
+import os
 import statistics
 import time
 from pathlib import Path
@@ -10,7 +17,9 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-OUT = Path(__file__).resolve().parent / "out"
+OUT_ENV = "PBF_BENCH_OUT"
+OUT = Path(os.environ.get(OUT_ENV) or Path(__file__).resolve().parent / "out")
+"""Output folder of every benchmark: ``$PBF_BENCH_OUT``, else ``benchmarks/out/``."""
 
 
 def out_path(name: str) -> Path:

@@ -10,8 +10,9 @@ Peer, measured in the same run: MuJoCo's native batch (``mujoco.rollout`` with o
 RK4 at dt = 1 ms (1000 steps per trajectory), same chain and initial states.
 
     python benchmarks/batch.py [--sizes 1 16 256 1024]
+    python benchmarks/batch.py --links 3 --sizes 1 4 --duration 0.1 --repeats 1   # tiny (the tests)
 
-Writes ``benchmarks/out/batch.json`` and ``benchmarks/out/batch.png``.
+Writes ``batch.json`` and ``batch.png`` to ``benchmarks/out/`` or ``$PBF_BENCH_OUT`` (benchmarks/_common.py).
 """
 
 from __future__ import annotations
@@ -56,13 +57,14 @@ def mujoco_batch(model, Q0: np.ndarray, dt: float, duration: float, threads: int
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", type=int, nargs="+", default=[1, 16, 256, 1024])
+    ap.add_argument("--links", type=int, default=10, help="CHAIN-N (default 10)")
     ap.add_argument("--threads", type=int, nargs="+", default=[1, 2])
     ap.add_argument("--duration", type=float, default=1.0)
     ap.add_argument("--dt", type=float, default=0.01)
     ap.add_argument("--repeats", type=int, default=3, help="best of this many runs per point")
     args = ap.parse_args(argv)
     warnings.simplefilter("ignore", RuntimeWarning)
-    model = pbf.models.chain(10)
+    model = pbf.models.chain(args.links)
     q0 = pbf.models.chain_q0(model)
     rng = np.random.default_rng(20261122)
     Qall = q0 + 0.05 * rng.standard_normal((max(args.sizes), model.nq))
@@ -91,8 +93,8 @@ def main(argv=None) -> int:
         rows.append(row)
         print(f"  M={M}: " + ", ".join(f"{nth} thread(s) {M / row[f'pbf_{nth}']:.0f} traj/s" for nth in args.threads),
               flush=True)
-    print(f"\nBatched rollouts of CHAIN-10, {args.duration:g} s each (pbad order 2 / lm, dt {args.dt} s, backend c); "
-          f"load average {os.getloadavg()[0]:.2f}")
+    print(f"\nBatched rollouts of CHAIN-{args.links}, {args.duration:g} s each (pbad order 2 / lm, dt {args.dt} s, "
+          f"backend c); load average {os.getloadavg()[0]:.2f}")
     head = " ".join(f"{'pbf ' + str(n) + 'T':>10s}" for n in args.threads)
     mjh = " ".join(f"{'MuJoCo ' + str(n) + 'T':>10s}" for n in args.threads)
     print(f"{'M':>6s} | {head} | {'2T/1T':>6s} {'>=1.7':>5s} | {mjh} | {'pbf/MuJoCo (traj/s, 2T)':>24s}")
@@ -107,8 +109,8 @@ def main(argv=None) -> int:
         print(f"{M:6d} | {tps} | {sp:6.2f} {ok:>5s} | {mtps} | {rel:24.2f}")
     print("(trajectories per second; 2T/1T = speedup of 2 threads over 1 thread)")
     print(f"batch results identical to single rollouts on 1 and 2 threads: {'yes' if identical else 'NO'}")
-    write_json("batch.json", {"rows": rows, "identical": identical, "duration": args.duration, "dt": args.dt,
-                              "load_average": os.getloadavg()[0]})
+    write_json("batch.json", {"rows": rows, "identical": identical, "links": args.links, "duration": args.duration,
+                              "dt": args.dt, "load_average": os.getloadavg()[0]})
     import matplotlib
 
     matplotlib.use("Agg")
@@ -121,7 +123,7 @@ def main(argv=None) -> int:
         ax.loglog(Ms, [r["M"] / r[f"mj_{n}"] for r in rows], "x--", label=f"MuJoCo RK4 1 ms, {n} thread(s)")
     ax.set_xlabel("trajectories in the batch (M)")
     ax.set_ylabel("trajectories per second")
-    ax.set_title("CHAIN-10, 1 s rollouts")
+    ax.set_title(f"CHAIN-{args.links}, {args.duration:g} s rollouts")
     ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(out_path("batch.png"), dpi=130)

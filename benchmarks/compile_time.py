@@ -13,19 +13,23 @@ default options, a new model object so nothing is reused from memory): the step 
 Python), the kernels (symbolic derivatives and hoisting), the C text, and gcc. Then the same model is
 built a second time against the same cache: it must compile nothing.
 
-Peer, measured in the same run on CHAIN-10: the flattened alternative, the problem's own
-``residual_jacobian`` (the CasADi-VM path's derivative function) emitted with ``casadi.CodeGenerator``
-(:func:`pbframework.codegen.emit.emit_c`) and compiled with the same gcc -O1, alone, without the solver
-loop. (For CHAIN-40 and CHAIN-100 the flattened function has millions of instructions and is not built.)
+Peer, measured in the same run on the first model (CHAIN-10 order 3 by default): the flattened
+alternative, the problem's own ``residual_jacobian`` (the CasADi-VM path's derivative function) emitted with
+``casadi.CodeGenerator`` (:func:`pbframework.codegen.emit.emit_c`) and compiled with the same gcc -O1, alone,
+without the solver loop. (For CHAIN-40 and CHAIN-100 the flattened function has millions of instructions
+and is not built.)
 
-    python benchmarks/compile_time.py
+    python benchmarks/compile_time.py                              # the three models above
+    python benchmarks/compile_time.py --models chain3:3,chain5:2   # other models (chainN:order), no target
 
-Writes ``benchmarks/out/compile_time.json``.
+Writes ``compile_time.json`` to ``benchmarks/out/`` or ``$PBF_BENCH_OUT`` (benchmarks/_common.py).
 """
 
 from __future__ import annotations
 
+import argparse
 import os
+import re
 import resource
 import sys
 import tempfile
@@ -34,11 +38,23 @@ import warnings
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import write_json  # noqa: E402
+from _common import out_path, write_json  # noqa: E402
 
 import pbframework as pbf  # noqa: E402
 
-CASES = [("CHAIN-10", 10, 3, 20.0), ("CHAIN-40", 40, 3, 60.0), ("CHAIN-100", 100, 2, 120.0)]
+TARGETS = {(10, 3): 20.0, (40, 3): 60.0, (100, 2): 120.0}
+"""Budget in seconds (source + compile) per (N, order) of the issue; the default ``--models``."""
+
+
+def parse_models(text: str) -> list[tuple[int, int]]:
+    """``chain10:3,chain40:3`` -> [(10, 3), (40, 3)]."""
+    models = []
+    for item in text.split(","):
+        m = re.fullmatch(r"\s*chain-?(\d+):(\d+)\s*", item, flags=re.I)
+        if m is None:
+            raise argparse.ArgumentTypeError(f"{item!r} is not chainN:order (e.g. chain10:3)")
+        models.append((int(m[1]), int(m[2])))
+    return models
 
 
 def build(n: int, order: int, cache: str) -> dict:
@@ -74,11 +90,17 @@ def flattened_peer(n: int, order: int) -> dict:
             "compile_s": lib.compile_seconds, "total_s": time.perf_counter() - t0}
 
 
-def main() -> int:
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--models", type=parse_models, default=list(TARGETS),
+                    help="comma-separated chainN:order (default chain10:3,chain40:3,chain100:2); the peer is "
+                         "built for the first")
+    args = ap.parse_args(argv)
     warnings.simplefilter("ignore", RuntimeWarning)
     print(f"machine: {os.cpu_count()} cores, load average {os.getloadavg()[0]:.2f}; gcc -O1")
     rows = []
-    for name, n, order, target in CASES:
+    for n, order in args.models:
+        name, target = f"CHAIN-{n}", TARGETS.get((n, order))
         cache = tempfile.mkdtemp(prefix="pbf-compile-time-")
         first = build(n, order, cache)
         second = build(n, order, cache)
@@ -96,20 +118,23 @@ def main() -> int:
     for r in rows:
         f, s = r["first"], r["second"]
         src_s = f["total_s"] - f["compile_s"]
+        target, met = ("-", "-") if r["target_s"] is None else \
+            (f"{r['target_s']:.0f}", "yes" if f["total_s"] <= r["target_s"] else "NO")
         print(f"{r['model']:10s} {r['order']:5d} {f['solver']:>7s} {f['nx']:4d} {f['instructions']:12d} "
               f"{f['source_bytes'] / 1e6:9.2f} {src_s:8.1f} {f['compile_s']:7.1f} {f['gcc_cpu_s']:9.1f} "
-              f"{f['total_s']:8.1f} {r['target_s']:8.0f} {'yes' if f['total_s'] <= r['target_s'] else 'NO':>4s} | "
+              f"{f['total_s']:8.1f} {target:>8s} {met:>4s} | "
               f"{s['total_s']:9.1f} {'no' if s['cached'] else 'YES':>8s}")
-    peer = flattened_peer(10, 3)
+    n, order = args.models[0]
+    peer = flattened_peer(n, order)
     ours = rows[0]["first"]
-    print(f"\nPeer (same run): CHAIN-10 order 3 flattened residual_jacobian via casadi.CodeGenerator: "
+    print(f"\nPeer (same run): CHAIN-{n} order {order} flattened residual_jacobian via casadi.CodeGenerator: "
           f"{peer['instructions']} instructions, {peer['source_bytes'] / 1e6:.2f} MB, source {peer['source_s']:.1f} s "
           f"+ gcc {peer['compile_s']:.1f} s = {peer['total_s']:.1f} s (derivative function only, no solver loop)")
     print(f"  ratio backend c / flattened peer: total {ours['total_s'] / peer['total_s']:.2f}, "
           f"gcc {ours['compile_s'] / peer['compile_s']:.2f}")
-    write_json("compile_time.json", {"rows": rows, "peer_flattened_chain10": peer,
+    write_json("compile_time.json", {"rows": rows, f"peer_flattened_chain{n}": peer,
                                      "load_average": os.getloadavg()[0]})
-    print(f"\nwrote {Path(__file__).resolve().parent / 'out' / 'compile_time.json'}")
+    print(f"\nwrote {out_path('compile_time.json')}")
     return 0
 
 

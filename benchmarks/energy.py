@@ -17,6 +17,8 @@ Usage::
     python benchmarks/energy.py                 # full: 10 s, both parts
     python benchmarks/energy.py --quick         # 2 s, CHAIN-10 and CHAIN-40 instead of CHAIN-100
     python benchmarks/energy.py --no-stability  # part 1 only
+    python benchmarks/energy.py --chains 3 --pbad-dt 3:0.02 --stability-chains 3 --duration 0.2
+                                                # tiny: CHAIN-3 in both parts (tests/test_benchmarks.py)
     python benchmarks/energy.py --backend casadi  # the CasADi VM instead of generated C (slower)
     python benchmarks/energy.py --chains 100 --pbad-duration 3:1 --no-stability --name energy_chain100
                                                 # CHAIN-100 alone, order 3 for 1 s only (0.6 s a step at
@@ -25,8 +27,8 @@ Usage::
 The "build" column is the Simulator's set-up (for ``c`` the C source generation and compilation on a cold
 cache; nothing on a warm one); wall is the rollout alone.
 
-Writes ``benchmarks/out/<name>.json`` (every series and figure) and ``benchmarks/out/<name>.png``
-(``--name``, default ``energy``).
+Writes ``<name>.json`` (every series and figure) and ``<name>.png`` (``--name``, default ``energy``) to
+``benchmarks/out/`` or ``$PBF_BENCH_OUT`` (benchmarks/_common.py).
 """
 
 from __future__ import annotations
@@ -44,9 +46,9 @@ import numpy as np
 import pbframework as pbf
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from peer_mujoco import chain_mjcf, chunked_rollout, trajectory_energy  # noqa: E402  (same folder)
+from _common import OUT  # noqa: E402  (same folder)
+from peer_mujoco import chain_mjcf, chunked_rollout, trajectory_energy  # noqa: E402
 
-OUT = Path(__file__).resolve().parent / "out"
 NE_METHODS = ("forward_euler", "semi_implicit_euler", "rk2", "rk3", "rk4")
 
 
@@ -224,10 +226,12 @@ def main(argv=None) -> int:
                     help="PBAD step per chain, e.g. 10:0.0025,100:0.01")
     ap.add_argument("--chains", default=None, help="comma-separated N (default 10,100; quick 10,40)")
     ap.add_argument("--no-stability", action="store_true")
+    ap.add_argument("--stability-chains", default=None,
+                    help="comma-separated N of part 2 (default 10,40,100; quick 10,40)")
     ap.add_argument("--no-fig2", action="store_true")
     ap.add_argument("--pbad-orders", default="2,3", help="PBAD orders to run (default 2,3)")
     ap.add_argument("--pbad-duration", default="", help="per-order duration, e.g. 3:1 (default: --duration)")
-    ap.add_argument("--name", default="energy", help="output file stem in benchmarks/out (default energy)")
+    ap.add_argument("--name", default="energy", help="output file stem in the output folder (default energy)")
     ap.add_argument("--backend", choices=("c", "casadi"), default="c",
                     help="pbframework backend (default c: generated C; builds are cached)")
     ap.add_argument("--max-run-seconds", type=float, default=math.inf,
@@ -254,7 +258,7 @@ def main(argv=None) -> int:
             for n, res in results.items()}
         print(f"\nwrote {OUT / (args.name + '.png')}")
     if not args.no_stability:
-        st_chains = [10, 40] if args.quick else [10, 40, 100]
+        st_chains = [int(c) for c in (args.stability_chains or ("10,40" if args.quick else "10,40,100")).split(",")]
         print(f"\nStability: pbad order 2 (lm), {duration:g} s; max rise must stay <= 1% of the scale")
         rows = stability(st_chains, [0.05, 0.1], duration)
         out["stability"] = [{k: v for k, v in r.items() if k not in ("t", "E")} for r in rows]

@@ -19,7 +19,9 @@ Measured in one run, on this CPU, single thread:
   the quantity that decides GPU speed; formulas checked against the traced build for every built n.
 
 Every timing is the minimum over ``--repeat`` interleaved repetitions (the machine may be shared).
-Writes ``benchmarks/out/fd_scaling.json`` and ``.png``. ``--quick`` runs a small subset.
+Writes ``fd_scaling.json`` and ``.png`` to ``--out`` (default ``benchmarks/out/`` or ``$PBF_BENCH_OUT``,
+benchmarks/_common.py). ``--quick`` runs a small subset; the tests run
+``--n 2 3 --batch-n 2 --batch 1 4 --repeat 1``.
 """
 
 from __future__ import annotations
@@ -40,6 +42,9 @@ from pbframework.codegen.build import BatchRunner, build_shared, compiler_versio
 from pbframework.codegen.emit import emit_c
 from pbframework.plugins.fd import abia, cfa, jsiia
 from pbframework.scan import Levels, Schedule
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import OUT  # noqa: E402  (same folder)
 
 ALGS = {"abia": abia, "jsiia": jsiia, "cfa": cfa}
 SCHED = {"seq": Schedule.SEQUENTIAL, "par": Schedule.PARALLEL}
@@ -100,7 +105,7 @@ def main(argv=None) -> dict:
     ap.add_argument("--opt", default="-O2", help="gcc optimisation flag for the generated C, e.g. --opt=-O1 "
                     "(default -O2)")
     ap.add_argument("--repeat", type=int, default=5, help="interleaved repetitions; the minimum is kept")
-    ap.add_argument("--out", default=str(Path(__file__).resolve().parent / "out"))
+    ap.add_argument("--out", default=str(OUT), help="output folder (default benchmarks/out or $PBF_BENCH_OUT)")
     ap.add_argument("--quick", action="store_true", help="small subset (n = 2, 10, 50; B = 1, 100)")
     ap.add_argument("--no-plot", action="store_true")
     args = ap.parse_args(argv)

@@ -19,7 +19,8 @@ Ratios at matched error: for every MuJoCo run that did not diverge, the fastest 
 same or a smaller energy error; ``ratio = wall(pbframework) / wall(MuJoCo)``. Targets (the issue): at
 most 1/3 on CHAIN-10 at every error level MuJoCo reaches; on CHAIN-40, against RK4 at 0.2 ms, at most 1/10.
 
-Writes ``benchmarks/out/peer_mujoco.json`` and ``benchmarks/out/peer_mujoco.png``.
+Writes ``peer_mujoco.json`` and ``peer_mujoco.png`` to ``benchmarks/out/`` or ``$PBF_BENCH_OUT``
+(benchmarks/_common.py).
 
     python benchmarks/peer_mujoco.py                  # CHAIN-10 and CHAIN-40, 10 s
     python benchmarks/peer_mujoco.py --links 10 --duration 2 --max-run-seconds 20   # quick look
@@ -198,7 +199,7 @@ def matched(mj_rows: list[dict], pbf_rows: list[dict], target: float) -> list[di
     return out
 
 
-def plot(results: dict, path: Path) -> None:
+def plot(results: dict, path: Path, duration: float) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -224,7 +225,7 @@ def plot(results: dict, path: Path) -> None:
         ax.set_xscale("log")
         ax.set_yscale("log")
         ax.axhline(top, color="0.7", lw=0.5)
-        ax.set_xlabel("wall time for 10 s [s]")
+        ax.set_xlabel(f"wall time for {duration:g} s [s]")
         ax.set_ylabel("energy error max|E-E0| [% of scale] (top line: diverged)")
         ax.set_title(f"{name}: MuJoCo (red) vs pbframework pbad backend c")
     fig.tight_layout()
@@ -283,7 +284,7 @@ def main(argv=None) -> int:
             target = 1.0 / 3.0
         ratios[name] = matched(mj, [r for r in rows if r["peer"] == "pbframework"], target)
 
-    print("\nWork-precision table (wall time of the 10 s simulation; energy error in % of the scale)")
+    print(f"\nWork-precision table (wall time of the {args.duration:g} s simulation; energy error in % of the scale)")
     print(f"{'model':9s} {'peer':12s} {'config':18s} {'dt [s]':>8s} {'wall [s]':>9s}  {'energy error':>14s}  diverged")
     for name, rows in results.items():
         for r in rows:
@@ -301,7 +302,7 @@ def main(argv=None) -> int:
                   f"{r['target']:7.3g} {'yes' if r['met'] else 'NO'}")
     write_json("peer_mujoco.json", {"duration": args.duration, "results": results, "ratios": ratios,
                                     "builds": builds, "load_average": os.getloadavg()[0]})
-    plot(results, out_path("peer_mujoco.png"))
+    plot(results, out_path("peer_mujoco.png"), args.duration)
     print(f"\nwrote {out_path('peer_mujoco.json')} and {out_path('peer_mujoco.png')}")
     return 0
 

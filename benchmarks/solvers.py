@@ -18,14 +18,18 @@ Usage::
     python benchmarks/solvers.py --quick    # (a, b): 2 s; (c), (d) 15 steps per point, fewer points
     python benchmarks/solvers.py --parts c,d --name solvers_cd   # only (c) and (d)
     python benchmarks/solvers.py --backend casadi   # CasADi VM with the Python solver loop (default: c)
+    python benchmarks/solvers.py --ab-chains 3 --c-sizes 3 5 --d-chain 3 --d-dts 0.01 0.05 \
+        --duration 0.2 --steps 4                   # tiny (tests/test_benchmarks.py)
 
-Writes ``benchmarks/out/<name>.json`` and ``benchmarks/out/<name>.png`` (``--name``, default ``solvers``).
+Writes ``<name>.json`` and ``<name>.png`` (``--name``, default ``solvers``) to ``benchmarks/out/`` or
+``$PBF_BENCH_OUT`` (benchmarks/_common.py).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import sys
 import time
 import warnings
 from pathlib import Path
@@ -34,7 +38,9 @@ import numpy as np
 
 import pbframework as pbf
 
-OUT = Path(__file__).resolve().parent / "out"
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import OUT  # noqa: E402  (same folder)
+
 VARIANTS = {          # label: (solver, objective)
     "LM / Eq.5": ("lm", "energy"),
     "LBFGS / Eq.5": ("lbfgs", "energy"),
@@ -108,12 +114,12 @@ def part_c(ns, steps) -> dict:
     return out
 
 
-def part_d(dts, steps) -> dict:
-    print(f"\n(d) time per step against dt (CHAIN-10, {steps} steps each)")
+def part_d(n, dts, steps) -> dict:
+    print(f"\n(d) time per step against dt (CHAIN-{n}, {steps} steps each)")
     out = {}
     for label in ("LM / Eq.5", "LBFGS / Eq.5"):
         solver, objective = VARIANTS[label]
-        rows = [rollout(10, dt, solver, objective, steps=steps) for dt in dts]
+        rows = [rollout(n, dt, solver, objective, steps=steps) for dt in dts]
         t = [r["time_per_step"] for r in rows]
         print(f"{label:<16} ms/step " + " ".join(f"{dt:g}:{1e3 * x:.3g}" for dt, x in zip(dts, t))
               + f"   max/min {max(t) / min(t):.2f}", flush=True)
@@ -121,7 +127,7 @@ def part_d(dts, steps) -> dict:
     return out
 
 
-def plot(ab, c, d, path: Path) -> None:
+def plot(ab, c, d, d_chain, path: Path) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -147,7 +153,7 @@ def plot(ab, c, d, path: Path) -> None:
         axes[2].legend(fontsize=7)
     for label, r in d.items():
         axes[3].semilogx(r["dt"], np.array(r["time_per_step"]) * 1e3, "o-", label=label)
-    axes[3].set_title("(d) time per step against dt (CHAIN-10)")
+    axes[3].set_title(f"(d) time per step against dt (CHAIN-{d_chain})")
     axes[3].set_xlabel("dt [s]")
     if d:
         axes[3].legend(fontsize=7)
@@ -160,26 +166,34 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--parts", default="ab,c,d", help="which parts to run (default ab,c,d)")
-    ap.add_argument("--name", default="solvers", help="output file stem in benchmarks/out")
+    ap.add_argument("--name", default="solvers", help="output file stem in the output folder")
     ap.add_argument("--backend", choices=("c", "casadi"), default="c",
                     help="c (generated C driver, default) or casadi (VM, Python solver loop)")
+    ap.add_argument("--ab-chains", type=int, nargs="+", default=[10, 40], help="N of (a, b) (default 10 40)")
+    ap.add_argument("--c-sizes", type=int, nargs="+", default=None,
+                    help="N of (c) (default 10 15 .. 40; quick 10 20 30 40)")
+    ap.add_argument("--d-chain", type=int, default=10, help="N of (d) (default 10)")
+    ap.add_argument("--d-dts", type=float, nargs="+", default=None,
+                    help="dt of (d) (default 0.001 0.002 .. 0.128; quick 0.001 0.004 0.016 0.064 0.128)")
+    ap.add_argument("--duration", type=float, default=None, help="simulated seconds of (a, b) (default 10; quick 2)")
+    ap.add_argument("--steps", type=int, default=None, help="steps per point of (c) and (d) (default 40; quick 15)")
     args = ap.parse_args(argv)
     global BACKEND
     BACKEND = args.backend
     parts = set(args.parts.split(","))
     if not parts <= {"ab", "c", "d"}:
         ap.error(f"--parts: choose from ab, c, d (got {args.parts!r})")
-    duration = 2.0 if args.quick else 10.0
-    steps = 15 if args.quick else 40
-    ns = [10, 20, 30, 40] if args.quick else [10, 15, 20, 25, 30, 35, 40]
-    dts = [0.001, 0.004, 0.016, 0.064, 0.128] if args.quick else \
-        [0.001, 0.002, 0.004, 0.008, 0.016, 0.032, 0.064, 0.128]
+    duration = args.duration or (2.0 if args.quick else 10.0)
+    steps = args.steps or (15 if args.quick else 40)
+    ns = args.c_sizes or ([10, 20, 30, 40] if args.quick else [10, 15, 20, 25, 30, 35, 40])
+    dts = args.d_dts or ([0.001, 0.004, 0.016, 0.064, 0.128] if args.quick else
+                         [0.001, 0.002, 0.004, 0.008, 0.016, 0.032, 0.064, 0.128])
     OUT.mkdir(parents=True, exist_ok=True)
-    ab = part_ab([10, 40], duration) if "ab" in parts else {}
+    ab = part_ab(args.ab_chains, duration) if "ab" in parts else {}
     c = part_c(ns, steps) if "c" in parts else {}
-    d = part_d(dts, steps) if "d" in parts else {}
+    d = part_d(args.d_chain, dts, steps) if "d" in parts else {}
     png, js = OUT / f"{args.name}.png", OUT / f"{args.name}.json"
-    plot(ab, c, d, png)
+    plot(ab, c, d, args.d_chain, png)
     js.write_text(json.dumps({"backend": BACKEND, "ab": {str(k): v for k, v in ab.items()}, "c": c, "d": d},
                              indent=1))
     print(f"\nwrote {png} and {js}")

@@ -17,7 +17,8 @@ finishes in reasonable time.
 
     python benchmarks/step_cost.py [--sizes 10 20 40 70 100]
 
-Writes ``benchmarks/out/step_cost.json`` and ``benchmarks/out/step_cost.png``.
+Writes ``step_cost.json`` and ``step_cost.png`` to ``benchmarks/out/`` or ``$PBF_BENCH_OUT``
+(benchmarks/_common.py).
 """
 
 from __future__ import annotations

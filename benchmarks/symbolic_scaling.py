@@ -6,6 +6,9 @@ per call (median, amortised over a batch of evaluations so Python overhead does 
 graph build time; then the fitted growth exponent in N (expected about 1, 1 and 2).
 
     python benchmarks/symbolic_scaling.py [--sizes 10 20 40 80 160] [--batch 64]
+
+Writes ``symbolic_scaling.json`` and ``symbolic_scaling.png`` to ``benchmarks/out/`` or ``$PBF_BENCH_OUT``
+(benchmarks/_common.py).
 """
 
 from __future__ import annotations

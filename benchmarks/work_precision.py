@@ -17,8 +17,10 @@ Usage::
     python benchmarks/work_precision.py           # 10 s rollouts
     python benchmarks/work_precision.py --quick   # 2 s rollouts, fewer steps
     python benchmarks/work_precision.py --backend casadi
+    python benchmarks/work_precision.py --links 3 --duration 0.2 --largest-dts 2   # tiny (the tests)
 
-Writes ``benchmarks/out/work_precision.json`` and ``benchmarks/out/work_precision.png``.
+Writes ``work_precision.json`` and ``work_precision.png`` to ``benchmarks/out/`` or ``$PBF_BENCH_OUT``
+(benchmarks/_common.py).
 """
 
 from __future__ import annotations
@@ -34,9 +36,9 @@ import pbframework as pbf
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import energy  # noqa: E402  (same folder, shared helpers)
+from _common import OUT  # noqa: E402
 from energy import run_mujoco, run_pbf  # noqa: E402
 
-OUT = Path(__file__).resolve().parent / "out"
 GRID = {   # method: (integrator, order, solver, dts)
     "forward_euler": ("forward_euler", None, "auto", [0.0005, 0.001, 0.0025]),
     "semi_implicit_euler": ("semi_implicit_euler", None, "auto", [0.0005, 0.001, 0.0025, 0.005]),
@@ -56,10 +58,13 @@ def main(argv=None) -> int:
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--duration", type=float, default=None)
     ap.add_argument("--backend", choices=("c", "casadi"), default="c")
+    ap.add_argument("--links", type=int, default=10, help="CHAIN-N (default 10)")
+    ap.add_argument("--largest-dts", type=int, default=None,
+                    help="run only this many of the largest dt of each method (default: all)")
     args = ap.parse_args(argv)
     energy.BACKEND = args.backend
     duration = args.duration or (2.0 if args.quick else 10.0)
-    n = 10
+    n = args.links
     model = pbf.models.chain(n)
     scale = pbf.models.chain_energy_scale(model)
     energy_fn = pbf.Simulator(model, "rk4", dt=0.01).energy
@@ -71,14 +76,17 @@ def main(argv=None) -> int:
         err = "diverged" if r["diverged"] else f"{r['error']:.4g}"
         print(f"{r['method']:<22}{r['dt']:>8.4g}{r['wall']:>10.3g}{err:>12}{r['iterations']:>10.3g}", flush=True)
 
+    def grid(dts):
+        return sorted(dts)[-args.largest_dts:] if args.largest_dts else dts
+
     for method, (integ, order, solver, dts) in GRID.items():
-        for dt in dts:
+        for dt in grid(dts):
             r = run_pbf(model, integ, dt, duration, order=order, solver=solver)
             r["method"] = method
             rows.append(r)
             show(r)
     for method, (mj_int, dts) in MUJOCO.items():
-        for dt in dts:
+        for dt in grid(dts):
             r = run_mujoco(n, dt, duration, mj_int, energy_fn, scale)
             if r is None:
                 print("mujoco not installed: peer skipped")
@@ -106,16 +114,16 @@ def main(argv=None) -> int:
                 parts.append(f"{m} none")
         print(f"  <= {budget:g}%: " + "; ".join(parts))
         summary[str(budget)] = {m: {"dt": b["dt"], "wall": b["wall"], "error": b["error"]} for m, b in best.items()}
-    plot(rows, OUT / "work_precision.png", duration)
+    plot(rows, OUT / "work_precision.png", n, duration)
     OUT.mkdir(parents=True, exist_ok=True)
     slim = [{k: v for k, v in r.items() if k not in ("t", "E")} for r in rows]
-    (OUT / "work_precision.json").write_text(json.dumps({"duration": duration, "scale": scale, "rows": slim,
-                                                         "summary": summary}, indent=1, default=str))
+    (OUT / "work_precision.json").write_text(json.dumps({"links": n, "duration": duration, "scale": scale,
+                                                         "rows": slim, "summary": summary}, indent=1, default=str))
     print(f"\nwrote {OUT / 'work_precision.png'} and {OUT / 'work_precision.json'}")
     return 0
 
 
-def plot(rows, path: Path, duration: float) -> None:
+def plot(rows, path: Path, n: int, duration: float) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -135,7 +143,7 @@ def plot(rows, path: Path, duration: float) -> None:
     ax.axhline(1.0, color="gray", lw=0.5)
     ax.set_xlabel(f"wall time for {duration:g} s [s]")
     ax.set_ylabel("energy error max|E-E0| [% of scale]")
-    ax.set_title("CHAIN-10 work-precision (labels: dt; diverged runs omitted)")
+    ax.set_title(f"CHAIN-{n} work-precision (labels: dt; diverged runs omitted)")
     ax.legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(path, dpi=120)

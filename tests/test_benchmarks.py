@@ -1,0 +1,283 @@
+"""Every script in ``benchmarks/`` runs once in a tiny configuration (STYLE.md 11: benchmarks are not tests,
+but a refactor must not break them silently).
+
+Each script is run as a user would, ``python benchmarks/<name>.py ...`` from the repository root, in a
+subprocess with ``PBF_BENCH_OUT`` set to a temporary folder (benchmarks/_common.py), on CHAIN-3 / CHAIN-5
+for a fraction of a second. It must exit with status 0 and write its JSON (and PNG where it draws one);
+the JSON must hold a row for every requested configuration with finite, sane values. Timings are only
+checked to be finite and positive: no test asserts how fast anything is.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.slow
+
+ROOT = Path(__file__).resolve().parents[1]
+TIMEOUT_S = 600
+HAS_MUJOCO = importlib.util.find_spec("mujoco") is not None
+PEER_REL_TOL = 1e-2
+"""MuJoCo's RK4 and Euler against ours at the same dt on the same chain: the same method, so the same energy
+error up to rounding (measured agreement ~1e-7 relative)."""
+
+
+def run_benchmark(tmp_path: Path, script: str, *args: object) -> tuple[Path, str]:
+    """Run ``benchmarks/<script>`` with outputs (and temporary build folders) under ``tmp_path``; returns the
+    output folder and stdout."""
+    out = tmp_path / "out"
+    env = {**os.environ, "PBF_BENCH_OUT": str(out), "TMPDIR": str(tmp_path), "MPLBACKEND": "Agg"}
+    proc = subprocess.run([sys.executable, str(Path("benchmarks", script)), *map(str, args)], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=TIMEOUT_S)
+    assert proc.returncode == 0, (f"{script} exited with {proc.returncode}\n--- stdout\n{proc.stdout[-4000:]}\n"
+                                  f"--- stderr\n{proc.stderr[-4000:]}")
+    assert f"wrote {out}" in proc.stdout, "the script must say where it wrote, and write to $PBF_BENCH_OUT"
+    return out, proc.stdout
+
+
+def load(out: Path, name: str, png: bool = True) -> dict:
+    if png:
+        assert (out / f"{name}.png").stat().st_size > 0
+    return json.loads((out / f"{name}.json").read_text())
+
+
+def positive(x) -> bool:
+    return isinstance(x, (int, float)) and math.isfinite(x) and x > 0
+
+
+def nonnegative(x) -> bool:
+    return isinstance(x, (int, float)) and math.isfinite(x) and x >= 0
+
+
+def check_energy_row(r: dict) -> None:
+    """A rollout row of energy.py / work_precision.py that did not diverge."""
+    assert not r["diverged"], r
+    assert nonnegative(r["error"]), r
+    assert 0.0 <= r["rise"] <= r["error"] + 1e-12, r
+    assert nonnegative(r["wall"]), r
+
+
+# ---------------------------------------------------------------------------------------------------------
+
+
+def test_symbolic_scaling(tmp_path):
+    out, _ = run_benchmark(tmp_path, "symbolic_scaling.py", "--sizes", 3, 5, "--batch", 4)
+    data = load(out, "symbolic_scaling")
+    rows = data["rows"]
+    assert {(r["N"], r["what"]) for r in rows} == {(n, w) for n in (3, 5) for w in ("I", "grad", "hess")}
+    assert len(rows) == 6
+    for r in rows:
+        assert r["nq"] == 2 * r["N"]
+        assert positive(r["instructions"]) and positive(r["eval_s"]) and nonnegative(r["build_s"]), r
+    for what, expected in (("I", 1), ("grad", 1), ("hess", 2)):
+        size = {r["N"]: r["instructions"] for r in rows if r["what"] == what}
+        assert size[5] > size[3], what
+        fit = data["fits"][what]
+        assert fit["expected"] == expected
+        assert math.isfinite(fit["time"]) and fit["nodes"] > 0, fit
+
+
+def test_step_cost(tmp_path):
+    out, _ = run_benchmark(tmp_path, "step_cost.py", "--sizes", 3, 5, "--duration", 0.1, "--vm-limit", 3)
+    data = load(out, "step_cost")
+    assert data["dt"] == 0.01
+    assert [r["N"] for r in data["rows"]] == [3, 5]
+    for r in data["rows"]:
+        assert r["nq"] == 2 * r["N"] and r["status"] == "done"
+        for k in ("gradient", "hessian", "solve", "iteration", "step", "instructions"):
+            assert positive(r[k]), (k, r)
+        assert r["iteration"] == pytest.approx(r["hessian"] + r["solve"])
+        assert 1.0 <= r["iterations_per_step"] < 100, r
+        assert ("vm_step" in r) == (r["N"] <= 3), "--vm-limit picks the sizes measured on the CasADi VM"
+        if "vm_step" in r:
+            assert positive(r["vm_gradient"]) and positive(r["vm_hessian"]) and positive(r["vm_step"])
+    assert set(data["exponents"]) == {"gradient", "hessian", "iteration", "step"}
+    assert all(math.isfinite(p) for p in data["exponents"].values())
+
+
+def test_batch(tmp_path):
+    pytest.importorskip("mujoco")
+    out, _ = run_benchmark(tmp_path, "batch.py", "--links", 3, "--sizes", 1, 4, "--duration", 0.1, "--repeats", 1)
+    data = load(out, "batch")
+    assert data["links"] == 3 and data["duration"] == 0.1
+    assert data["identical"] is True, "batched rollouts must equal single rollouts on 1 and 2 threads"
+    assert [r["M"] for r in data["rows"]] == [1, 4]
+    for r in data["rows"]:
+        for k in ("pbf_1", "pbf_2", "mj_1", "mj_2", "speedup"):
+            assert positive(r[k]), (k, r)
+        assert r["speedup"] == pytest.approx(r["pbf_1"] / r["pbf_2"])
+
+
+def test_compile_time(tmp_path):
+    out, stdout = run_benchmark(tmp_path, "compile_time.py", "--models", "chain3:3,chain5:2")
+    data = load(out, "compile_time", png=False)
+    rows = data["rows"]
+    assert [(r["model"], r["order"]) for r in rows] == [("CHAIN-3", 3), ("CHAIN-5", 2)]
+    for r, n in zip(rows, (3, 5)):
+        first, second = r["first"], r["second"]
+        assert r["target_s"] is None, "only the issue's three models have a budget"
+        assert first["solver"] == ("jtj_lm" if r["order"] == 3 else "lm")
+        assert first["nx"] == (r["order"] - 1) * 2 * n
+        assert not first["cached"] and positive(first["compile_s"]), "first build: into an empty cache"
+        assert second["cached"] and second["compile_s"] == 0, "second build: nothing compiled"
+        assert positive(first["source_bytes"]) and first["source_bytes"] == second["source_bytes"]
+        assert positive(first["instructions"]) and first["instructions"] == second["instructions"]
+        for k in ("total_s", "problem_s", "kernels_s", "emit_s", "gcc_cpu_s"):
+            assert math.isfinite(first[k]), k
+    peer = data["peer_flattened_chain3"]
+    assert positive(peer["instructions"]) and positive(peer["source_bytes"]) and positive(peer["compile_s"])
+    assert "Peer (same run): CHAIN-3 order 3" in stdout
+
+
+def test_compile_time_rejects_a_malformed_model(tmp_path):
+    proc = subprocess.run([sys.executable, "benchmarks/compile_time.py", "--models", "chain3"], cwd=ROOT,
+                          env={**os.environ, "PBF_BENCH_OUT": str(tmp_path)}, capture_output=True, text=True,
+                          timeout=TIMEOUT_S)
+    assert proc.returncode == 2 and "chainN:order" in proc.stderr, proc.stderr
+    assert not (tmp_path / "compile_time.json").exists()
+
+
+def test_energy(tmp_path):
+    duration = 0.2
+    out, _ = run_benchmark(tmp_path, "energy.py", "--chains", 3, "--duration", duration, "--ne-dt", 0.01,
+                           "--pbad-dt", "3:0.02", "--stability-chains", 3, "--name", "energy_tiny")
+    data = load(out, "energy_tiny")
+    assert data["duration"] == duration and data["pbad_dt"] == {"3": 0.02}
+    rows = {r["name"]: r for r in data["fig2"]["3"]["rows"]}
+    ne = ["forward_euler", "semi_implicit_euler", "rk2", "rk3", "rk4"]
+    assert list(rows) == ne + (["mujoco_rk4"] if HAS_MUJOCO else []) + ["pbad2", "pbad3"]
+    for name, r in rows.items():
+        check_energy_row(r)
+        steps = round(duration / r["dt"])
+        assert len(r["t"]) == len(r["E"]) == steps + 1, name
+        assert r["t"][-1] == pytest.approx(duration), name
+        assert all(math.isfinite(e) for e in r["E"]), name
+    assert rows["rk4"]["dt"] == 0.01 and rows["pbad2"]["dt"] == 0.02
+    assert (rows["pbad2"]["solver"], rows["pbad3"]["solver"]) == ("lm", "jtj_lm")
+    for name in ("pbad2", "pbad3"):
+        assert rows[name]["iterations"] >= 1 and rows[name]["unconverged"] == 0, rows[name]
+    if HAS_MUJOCO:
+        assert rows["mujoco_rk4"]["error"] == pytest.approx(rows["rk4"]["error"], rel=PEER_REL_TOL)
+    stab = data["stability"]
+    assert [(r["chain"], r["dt"]) for r in stab] == [(3, 0.05), (3, 0.1)]
+    for r in stab:
+        check_energy_row(r)
+        assert r["rise"] <= 1.0, "the stability criterion: energy never rises more than 1% of the scale"
+
+
+def test_solvers(tmp_path):
+    out, _ = run_benchmark(tmp_path, "solvers.py", "--ab-chains", 3, "--c-sizes", 3, 5, "--d-chain", 3,
+                           "--d-dts", 0.01, 0.05, "--duration", 0.2, "--steps", 4, "--name", "solvers_tiny")
+    data = load(out, "solvers_tiny")
+    assert data["backend"] == "c"
+    variants = {"LM / Eq.5": ("lm", "energy"), "LBFGS / Eq.5": ("lbfgs", "energy"),
+                "JtJ-LM / Eq.7": ("jtj_lm", "residual"), "LBFGS / Eq.7": ("lbfgs", "residual")}
+    ab = data["ab"]["3"]
+    assert set(ab) == set(variants)
+    for label, r in ab.items():
+        assert (r["solver"], r["objective"]) == variants[label]
+        assert (r["n"], r["dt"], r["steps"]) == (3, 0.05, 4), "0.2 s at dt = 0.05 s"
+        assert len(r["iterations"]) == 4 and all(i >= 1 for i in r["iterations"]), r
+        assert r["unconverged"] == 0 and not r["diverged"] and math.isfinite(r["energy_rise"]), r
+        assert positive(r["time_per_step"])
+    assert set(data["c"]) == {"LM / Eq.5", "LBFGS / Eq.5", "JtJ-LM / Eq.7"}
+    for label, r in data["c"].items():
+        assert r["n"] == [3, 5]
+        assert len(r["time_per_step"]) == len(r["mean_iter"]) == len(r["time_per_iteration"]) == 2
+        assert all(positive(t) for t in r["time_per_step"] + r["time_per_iteration"]), label
+        assert all(i >= 1 for i in r["mean_iter"]), label
+        assert math.isfinite(r["growth_exponent"]) and math.isfinite(r["iteration_growth_exponent"]), label
+    assert set(data["d"]) == {"LM / Eq.5", "LBFGS / Eq.5"}
+    for label, r in data["d"].items():
+        assert r["dt"] == [0.01, 0.05]
+        assert len(r["time_per_step"]) == 2 and all(positive(t) for t in r["time_per_step"]), label
+        assert all(i >= 1 for i in r["mean_iter"]), label
+
+
+def test_peer_mujoco(tmp_path):
+    pytest.importorskip("mujoco")
+    duration = 0.1
+    out, _ = run_benchmark(tmp_path, "peer_mujoco.py", "--links", 3, "--duration", duration, "--orders", 2, 3,
+                           "--dts", 0.02, 0.05)
+    data = load(out, "peer_mujoco")
+    assert data["duration"] == duration and list(data["results"]) == ["CHAIN-3"]
+    rows = data["results"]["CHAIN-3"]
+    mj = [r for r in rows if r["peer"] == "MuJoCo"]
+    ours = [r for r in rows if r["peer"] == "pbframework"]
+    assert [r["config"] for r in mj] == ["RK4"] * 4 + ["Euler"] * 4 + ["implicitfast"] * 4
+    assert [(r["config"], r["dt"]) for r in ours] == [("pbad2/lm", 0.02), ("pbad2/lm", 0.05),
+                                                       ("pbad3/jtj_lm", 0.02), ("pbad3/jtj_lm", 0.05)]
+    for r in mj + ours:
+        assert not r["diverged"] and not r["timeout"], r
+        assert nonnegative(r["error"]) and nonnegative(r["wall"]), r
+    for r in ours:
+        assert r["t_reached"] == pytest.approx(duration), r
+        assert r["iterations_per_step"] >= 1 and r["unconverged_steps"] == 0, r
+    ratios = data["ratios"]["CHAIN-3"]
+    assert len(ratios) == len(mj)
+    for r in ratios:
+        assert r["target"] == pytest.approx(1 / 3)
+        if r["pbframework"] is None:
+            assert r["ratio"] == math.inf and not r["met"]
+        else:
+            assert r["pbframework_error"] <= r["mujoco_error"], "matched: ours at the same or a smaller error"
+            assert positive(r["ratio"]) and r["met"] == (r["ratio"] <= r["target"]), r
+    assert [(b["model"], b["order"]) for b in data["builds"]] == [("CHAIN-3", 2), ("CHAIN-3", 3)]
+
+
+def test_work_precision(tmp_path):
+    duration = 0.2
+    out, _ = run_benchmark(tmp_path, "work_precision.py", "--links", 3, "--duration", duration,
+                           "--largest-dts", 2)
+    data = load(out, "work_precision")
+    assert data["links"] == 3 and data["duration"] == duration and positive(data["scale"])
+    methods = ["forward_euler", "semi_implicit_euler", "rk2", "rk3", "rk4", "pbad2", "pbad3"]
+    methods += ["mujoco_rk4", "mujoco_euler"] if HAS_MUJOCO else []
+    rows = data["rows"]
+    assert [r["method"] for r in rows] == [m for m in methods for _ in range(2)], "the 2 largest dt per method"
+    for r in rows:
+        check_energy_row(r)
+    by = {(r["method"], r["dt"]): r for r in rows}
+    assert {dt for m, dt in by if m == "pbad2"} == {0.05, 0.1}
+    if HAS_MUJOCO:
+        for ours, peer in (("rk4", "mujoco_rk4"), ("semi_implicit_euler", "mujoco_euler")):
+            for dt in {dt for m, dt in by if m == peer}:
+                assert by[peer, dt]["error"] == pytest.approx(by[ours, dt]["error"], rel=PEER_REL_TOL), (peer, dt)
+    assert set(data["summary"]) == {"1.0", "10.0", "50.0"}
+    for budget, best in data["summary"].items():
+        for m, b in best.items():
+            assert m in methods and b["error"] <= float(budget), (budget, m, b)
+            assert b["wall"] == min(r["wall"] for r in rows if r["method"] == m and r["error"] <= float(budget))
+
+
+def test_fd_scaling(tmp_path):
+    pytest.importorskip("pinocchio")
+    out, _ = run_benchmark(tmp_path, "fd_scaling.py", "--n", 2, 3, "--batch-n", 2, "--batch", 1, 4, "--repeat", 1)
+    data = load(out, "fd_scaling")
+    variants = [f"{a}/{s}" for a in ("abia", "jsiia", "cfa") for s in ("seq", "par")]
+    assert [(r["n"], f"{r['alg']}/{r['schedule']}") for r in data["build"]] == [(n, v) for n in (2, 3)
+                                                                                   for v in variants]
+    for r in data["build"]:
+        assert positive(r["depth"]) and positive(r["src_kB"]) and nonnegative(r["compile_s"]), r
+    assert [r["n"] for r in data["accuracy"]] == [2, 3]
+    for r in data["accuracy"]:
+        assert positive(r["cond_M"]) and r["pin_vs_ref"] < 1e-12, r
+        for v in variants:
+            assert r[v]["vs_pin"] < 1e-9 and r[v]["vs_ref"] < 1e-9, (v, r)
+    assert [r["n"] for r in data["time_vs_n"]] == [2, 3]
+    for r in data["time_vs_n"]:
+        assert all(positive(r[f"{v}_s"]) for v in variants) and positive(r["pin_aba_s"]), r
+    assert [(r["n"], r["B"]) for r in data["batch"]] == [(2, 1), (2, 4)]
+    for r in data["batch"]:
+        assert all(positive(r[f"{a}_s"]) for a in ("abia", "jsiia", "cfa", "pin_aba")), r
+    depth = {r["n"]: r for r in data["depth"]}
+    assert {2, 3, 1000} <= set(depth)
+    assert all(depth[1000][v] > depth[2][v] for v in variants)
