@@ -82,12 +82,15 @@ def flattened_peer(n: int, order: int) -> dict:
     model = pbf.models.chain(n)
     t0 = time.perf_counter()
     sim = pbf.Simulator(model, "pbad", order=order, dt=0.05)
-    fn = sim.problem.residual_jacobian if sim.problem.kind.value == "least_squares" else sim.problem.hessian
+    least_squares = sim.problem.kind.value == "least_squares"
+    fn = sim.problem.residual_jacobian if least_squares else sim.problem.hessian
     src = emit_c(fn, name=f"pbf_flat_chain{n}_k{order}", batch=False)
     t1 = time.perf_counter()
-    lib = build_shared(src, cache=tempfile.mkdtemp(prefix="pbf-compile-peer-"))
-    return {"instructions": fn.n_instructions(), "source_bytes": src.size, "source_s": t1 - t0,
-            "compile_s": lib.compile_seconds, "total_s": time.perf_counter() - t0}
+    with tempfile.TemporaryDirectory(prefix="pbf-compile-peer-") as cache:
+        lib = build_shared(src, cache=cache)
+    return {"function": "residual_jacobian" if least_squares else "hessian", "instructions": fn.n_instructions(),
+            "source_bytes": src.size, "source_s": t1 - t0, "compile_s": lib.compile_seconds,
+            "total_s": time.perf_counter() - t0}
 
 
 def main(argv=None) -> int:
@@ -99,11 +102,16 @@ def main(argv=None) -> int:
     warnings.simplefilter("ignore", RuntimeWarning)
     print(f"machine: {os.cpu_count()} cores, load average {os.getloadavg()[0]:.2f}; gcc -O1")
     rows = []
+    user_cache = os.environ.get("PBF_CACHE_DIR")
     for n, order in args.models:
         name, target = f"CHAIN-{n}", TARGETS.get((n, order))
-        cache = tempfile.mkdtemp(prefix="pbf-compile-time-")
-        first = build(n, order, cache)
-        second = build(n, order, cache)
+        with tempfile.TemporaryDirectory(prefix="pbf-compile-time-") as cache:
+            first = build(n, order, cache)
+            second = build(n, order, cache)
+        if user_cache is None:                       # build() pointed the cache at the deleted folder
+            os.environ.pop("PBF_CACHE_DIR", None)
+        else:
+            os.environ["PBF_CACHE_DIR"] = user_cache
         row = {"model": name, "order": order, "target_s": target, "first": first, "second": second}
         rows.append(row)
         src_s = first["total_s"] - first["compile_s"]
@@ -127,7 +135,7 @@ def main(argv=None) -> int:
     n, order = args.models[0]
     peer = flattened_peer(n, order)
     ours = rows[0]["first"]
-    print(f"\nPeer (same run): CHAIN-{n} order {order} flattened residual_jacobian via casadi.CodeGenerator: "
+    print(f"\nPeer (same run): CHAIN-{n} order {order} flattened {peer['function']} via casadi.CodeGenerator: "
           f"{peer['instructions']} instructions, {peer['source_bytes'] / 1e6:.2f} MB, source {peer['source_s']:.1f} s "
           f"+ gcc {peer['compile_s']:.1f} s = {peer['total_s']:.1f} s (derivative function only, no solver loop)")
     print(f"  ratio backend c / flattened peer: total {ours['total_s'] / peer['total_s']:.2f}, "

@@ -134,7 +134,8 @@ def test_compile_time(tmp_path):
             assert math.isfinite(first[k]), k
     peer = data["peer_flattened_chain3"]
     assert positive(peer["instructions"]) and positive(peer["source_bytes"]) and positive(peer["compile_s"])
-    assert "Peer (same run): CHAIN-3 order 3" in stdout
+    assert peer["function"] == "residual_jacobian" and "CHAIN-3 order 3 flattened residual_jacobian" in stdout
+    assert not list(tmp_path.glob("pbf-compile-*")), "the throwaway build folders are removed"
 
 
 def test_compile_time_rejects_a_malformed_model(tmp_path):
