@@ -46,7 +46,8 @@ def _parser() -> argparse.ArgumentParser:
                         description="Simulate a built-in benchmark model or a URDF / MJCF file.")
     sp.add_argument("name", nargs="?", metavar="MODEL", help=f"built-in model: {', '.join(MODELS)}")
     sp.add_argument("--model", metavar="PATH", help="a URDF (.urdf) or MJCF (.xml) file instead of MODEL")
-    sp.add_argument("--links", type=int, default=10, help="number of links of chain / swimmer (default 10)")
+    sp.add_argument("--links", type=int, default=None,
+                    help="number of links of chain (default 10, CHAIN-10) or swimmer (default 4, SWIMMER)")
     sp.add_argument("--integrator", default="pbad", help="integrator plug-in (default pbad; see pbf plugins)")
     sp.add_argument("--order", type=int, default=None, help="integrator order (default: the integrator's)")
     sp.add_argument("--solver", default="auto", help="solver plug-in for implicit integrators (default auto)")
@@ -90,13 +91,15 @@ def _load_model(args):
         raise CliError(f"give a model: one of {', '.join(MODELS)}, or --model PATH")
     if args.name not in MODELS:
         raise CliError(f"unknown model {args.name!r} (built-in: {', '.join(MODELS)}; or --model PATH)")
-    if args.links < 1:
+    if args.links is not None and args.name not in ("chain", "swimmer"):
+        raise CliError(f"--links applies to chain and swimmer only, not to {args.name!r}")
+    if args.links is not None and args.links < 1:
         raise CliError(f"--links must be a positive integer, got {args.links}")
     if args.name == "chain":
-        m = models.chain(args.links)
+        m = models.chain(10 if args.links is None else args.links)
         return m, models.chain_q0(m)
     if args.name == "swimmer":
-        m = models.swimmer(args.links)
+        m = models.swimmer(4 if args.links is None else args.links)
         return m, np.zeros(m.nq)
     if args.name == "spider":
         m = models.spider()

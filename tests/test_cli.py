@@ -59,6 +59,8 @@ def test_plugins_lists_every_family(capsys):
     (["simulate", "chain", "--force", "wind"], "unknown force model 'wind'"),
     (["simulate", "robot"], "unknown model 'robot'"),
     (["simulate", "chain", "--solver", "newton"], "unknown solver 'newton'"),
+    (["simulate", "spider", "--links", "6"], "--links applies to chain and swimmer only, not to 'spider'"),
+    (["simulate", "chain", "--links", "0"], "--links must be a positive integer, got 0"),
 ])
 def test_errors_are_one_line_exit_2(argv, message, capsys):
     try:
@@ -70,6 +72,16 @@ def test_errors_are_one_line_exit_2(argv, message, capsys):
     assert message in err
     lines = [ln for ln in err.splitlines() if ln.strip()]
     assert len(lines) == 1 and lines[0].startswith("pbf: error:") and "Traceback" not in err
+
+
+def test_default_links_are_the_canonical_models(tmp_path, capsys):
+    """Without --links: CHAIN-10 and the 4-link SWIMMER of DESIGN.md."""
+    for name, nq in (("chain", 20), ("swimmer", 9)):
+        out = tmp_path / f"{name}.npz"
+        assert main(["simulate", name, "--integrator", "rk4", "--dt", "0.01", "--duration", "0.02",
+                     "--force", "none", "--out", str(out), "--no-progress"]) == 0
+        assert np.load(out)["q"].shape == (3, nq)
+    capsys.readouterr()
 
 
 @pytest.mark.skipif(shutil.which("pbf") is None, reason="console script not installed (pip install -e .)")
