@@ -3,9 +3,12 @@ large steps.
 
 Part 1 (Fig. 2): the CHAIN-N benchmark of DESIGN.md (start at rest, z-angles 0.3 rad, gravity, 10 s) with
 forward Euler, semi-implicit Euler (seed 000 Eq. 3), RK2, RK3 and RK4 on ABA at dt = 2.5 ms (the figure's
-step), and PBAD orders 2 (energy form, ``lm``) and 3 (collocation, ``jtj_lm``). PBAD's step is 2.5 ms on
-CHAIN-10 and, by default, 10 ms on CHAIN-100 (order-3 collocation of a 200-DOF chain at 2.5 ms is ~4000
-solves with a 400 x 400 Jacobian: ``--pbad-dt 100:0.0025`` runs the figure's step if you have the time).
+step), and PBAD orders 2 (energy form, ``lm``) and 3 (collocation, ``jtj_lm``), also at 2.5 ms on
+CHAIN-10 and CHAIN-100 ("we redo the experiment"; ``--pbad-dt`` per chain, 5 ms on the quick CHAIN-40).
+CHAIN-100 at order 3 is a long run: 4000 solves with a 400 x 400 Jacobian, 0.1 s of simulated time per
+10 s of wall time at the start and per ~100 s once the chain whips (t > 1.6 s; measured on 2 cores). At
+10 ms it is no cheaper: 0.1 s per 6 s at the start but per ~230 s in the whip, where every step needs
+~200 iterations and halvings. Run it in pieces with ``--max-run-seconds`` and ``--resume`` (below).
 MuJoCo's RK4 at the same dt runs alongside as the peer when ``mujoco`` is installed.
 
 Part 2 (stability, the issue's must-show at full length): ``pbad`` order 2 with ``lm`` on CHAIN-10, -40 and
@@ -21,8 +24,11 @@ Usage::
                                                 # tiny: CHAIN-3 in both parts (tests/test_benchmarks.py)
     python benchmarks/energy.py --backend casadi  # the CasADi VM instead of generated C (slower)
     python benchmarks/energy.py --chains 100 --pbad-duration 3:1 --no-stability --name energy_chain100
-                                                # CHAIN-100 alone, order 3 for 1 s only (0.6 s a step at
-                                                # the start on 2 cores, more in the whips)
+                                                # CHAIN-100 alone, order 3 for 1 s only
+    python benchmarks/energy.py --chains 100 --no-stability --name energy_chain100 --log-every 0.1 \
+        --max-run-seconds 3600 --resume         # CHAIN-100 in one-hour pieces: each run continues every
+                                                # PBAD rollout from its checkpoint (identical results;
+                                                # wall times add up over the pieces)
 
 The "build" column is the Simulator's set-up (for ``c`` the C source generation and compilation on a cold
 cache; nothing on a warm one); wall is the rollout alone.
@@ -97,6 +103,33 @@ MAX_RUN_SECONDS = math.inf
 series reported up to the time it reached (``timeout`` in the table)."""
 LOG_EVERY = 0.0
 """``--log-every``: print a progress line every this many simulated seconds of a native PBAD rollout."""
+CHECKPOINT: dict = {"stem": None, "every": 120.0, "resume": False}
+"""``--checkpoint-every`` / ``--resume``: native PBAD rollouts save their states and counters to
+``<name>_<chain>_<row>_dt<dt>.ckpt.npz`` (at most every ``every`` seconds of wall time, and when they stop);
+with ``resume`` a rollout continues from its checkpoint, with the results of an uninterrupted run."""
+
+
+def _checkpoint_path(model, name: str, dt: float) -> Path:
+    return OUT / f"{CHECKPOINT['stem']}_chain{model.nq // 2}_{name}_dt{dt:g}.ckpt.npz"
+
+
+def _load_checkpoint(path: Path, sim) -> dict | None:
+    if not (CHECKPOINT["resume"] and path.is_file()):
+        return None
+    with np.load(path) as z:
+        ck = {k: z[k].item() if z[k].ndim == 0 else z[k] for k in z.files}
+    if ck["nq"] != sim.model.nq or ck["dt"] != sim.config.dt:
+        raise SystemExit(f"{path}: checkpoint of nq={ck['nq']}, dt={ck['dt']}, not of this run")
+    print(f"    resuming from {path.name} at t={ck['steps_done'] * ck['dt']:g} s "
+          f"(wall so far {ck['wall']:.3g} s)", flush=True)
+    return ck
+
+
+def _save_checkpoint(path: Path, sim, result: dict) -> None:
+    tmp = path.with_name(path.name + ".tmp.npz")
+    np.savez(tmp, nq=sim.model.nq, dt=sim.config.dt,
+             **{k: v for k, v in result.items() if k != "status"})
+    tmp.replace(path)
 
 
 def run_pbf(model, integrator: str, dt: float, duration: float, order=None, solver="auto") -> dict:
@@ -115,7 +148,19 @@ def run_pbf(model, integrator: str, dt: float, duration: float, order=None, solv
                 print(f"    {name} CHAIN-{model.nq // 2} t={t:.3f} s  wall {wall:.1f} s  iterations {iters}  "
                       f"halvings {halv}", flush=True)
 
-        out = chunked_rollout(sim, q0, dt, duration, MAX_RUN_SECONDS, min(LOG_EVERY or 0.1, 0.1), log)
+        ck_path = _checkpoint_path(model, name, dt) if CHECKPOINT["stem"] else None
+        last_save = [time.perf_counter()]
+
+        def checkpoint(result):
+            if time.perf_counter() - last_save[0] >= CHECKPOINT["every"]:
+                _save_checkpoint(ck_path, sim, result)
+                last_save[0] = time.perf_counter()
+
+        out = chunked_rollout(sim, q0, dt, duration, MAX_RUN_SECONDS, min(LOG_EVERY or 0.1, 0.1), log,
+                              resume=_load_checkpoint(ck_path, sim) if ck_path else None,
+                              checkpoint=checkpoint if ck_path else None)
+        if ck_path:
+            _save_checkpoint(ck_path, sim, out)
         S, k = out["states"], out["steps_done"]
         E = trajectory_energy(sim, S, dt)
         diverged = out["status"] in ("diverged", "failed")
@@ -222,7 +267,7 @@ def main(argv=None) -> int:
     ap.add_argument("--quick", action="store_true", help="2 s, CHAIN-10 and CHAIN-40")
     ap.add_argument("--duration", type=float, default=None)
     ap.add_argument("--ne-dt", type=float, default=0.0025)
-    ap.add_argument("--pbad-dt", default="10:0.0025,40:0.005,100:0.01",
+    ap.add_argument("--pbad-dt", default="10:0.0025,40:0.005,100:0.0025",
                     help="PBAD step per chain, e.g. 10:0.0025,100:0.01")
     ap.add_argument("--chains", default=None, help="comma-separated N (default 10,100; quick 10,40)")
     ap.add_argument("--no-stability", action="store_true")
@@ -238,10 +283,19 @@ def main(argv=None) -> int:
                     help="stop a native PBAD rollout after this much wall time and report it up to where it got")
     ap.add_argument("--log-every", type=float, default=0.0,
                     help="print a progress line every this many simulated seconds of a native PBAD rollout")
+    ap.add_argument("--checkpoint-every", type=float, default=None, metavar="SECONDS",
+                    help="save native PBAD rollouts to <name>_..._dt<dt>.ckpt.npz every this many seconds of wall "
+                         "time and when they stop (default: no checkpoints unless --resume)")
+    ap.add_argument("--resume", action="store_true",
+                    help="continue native PBAD rollouts from their checkpoints (identical results), e.g. a run "
+                         "stopped by --max-run-seconds; implies checkpoints every 120 s")
     args = ap.parse_args(argv)
     global BACKEND, PBAD_ORDERS, MAX_RUN_SECONDS, LOG_EVERY
     BACKEND = args.backend
     MAX_RUN_SECONDS, LOG_EVERY = args.max_run_seconds, args.log_every
+    if args.checkpoint_every is not None or args.resume:
+        CHECKPOINT.update(stem=args.name, resume=args.resume,
+                          every=120.0 if args.checkpoint_every is None else args.checkpoint_every)
     PBAD_ORDERS = tuple(int(k) for k in args.pbad_orders.split(","))
     PBAD_DURATION.update({int(k): float(v) for k, v in (kv.split(":") for kv in args.pbad_duration.split(",") if kv)})
     duration = args.duration or (2.0 if args.quick else 10.0)

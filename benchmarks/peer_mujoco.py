@@ -123,12 +123,20 @@ def trajectory_energy(sim: pbf.Simulator, states: np.ndarray, dt: float) -> np.n
     return T + V
 
 
+COUNTERS = ("wall", "steps_done", "iterations", "halvings", "unconverged")
+
+
 def chunked_rollout(sim: pbf.Simulator, q0: np.ndarray, dt: float, duration: float, max_seconds: float = math.inf,
-                    chunk_seconds: float = 0.1, log=None) -> dict:
+                    chunk_seconds: float = 0.1, log=None, resume: dict | None = None, checkpoint=None) -> dict:
     """A rollout through the simulator's native runner (dt is a parameter of the compiled step, so one
     library serves every dt) in pieces of ``chunk_seconds`` simulated time, so a run far slower than its
-    peers can be stopped after ``max_seconds`` of wall time; the pieces continue exactly (identical
-    results). ``log(done_t, wall, iterations, halvings)`` is called after every piece.
+    peers can be stopped after ``max_seconds`` of wall time (counted over this call only); the pieces
+    continue exactly (identical results).
+
+    ``log(done_t, wall, iterations, halvings)`` is called after every piece, ``checkpoint(result)`` too,
+    with the result so far (the dict below, status ``running``). ``resume``: such a result of an earlier,
+    stopped call (e.g. saved by ``checkpoint``); the rollout continues from its last state and its
+    counters, with results identical to an uninterrupted run.
 
     Returns a dict: ``states`` (integrator states, one row per step reached), ``wall``, ``steps_done``,
     ``status`` (``done``, ``diverged``, ``failed`` or ``timeout``), ``iterations``, ``halvings``,
@@ -136,28 +144,41 @@ def chunked_rollout(sim: pbf.Simulator, q0: np.ndarray, dt: float, duration: flo
     steps = max(1, int(math.ceil(duration / dt - 1e-9)))
     per = max(1, int(round(chunk_seconds / dt)))
     runner = sim.runner
-    states, wall, done, iters, halv, unconv = [], 0.0, 0, 0, 0, 0
-    status, state = "done", None
-    while done < steps:
+    states, state = [], None
+    acc = dict.fromkeys(COUNTERS, 0)
+    acc["wall"] = 0.0
+    if resume is not None:
+        S0 = np.asarray(resume["states"], float)
+        if S0.ndim != 2 or S0.shape[1] != runner.ns or len(S0) != int(resume["steps_done"]) + 1:
+            raise ValueError(f"resume: states of shape {S0.shape} do not fit this simulator (ns = {runner.ns}) "
+                             f"and steps_done = {resume['steps_done']}")
+        states, state = [S0], S0[-1]
+        acc.update({k: resume[k] for k in COUNTERS})
+    status, wall_here = "done", 0.0
+    while acc["steps_done"] < steps:
+        done = acc["steps_done"]
         n = min(per, steps - done)
         out = runner.rollout(q0, np.zeros(sim.model.nq), done * dt, dt, n, state=state)
-        wall += out.wall_time
+        acc["wall"] += out.wall_time
+        wall_here += out.wall_time
         states.append(out.states if not states else out.states[1:])
-        done += out.steps_done
-        iters += int(out.iterations.sum())
-        halv += int(out.halvings.sum())
-        unconv += int((~out.converged).sum())
+        acc["steps_done"] += out.steps_done
+        acc["iterations"] += int(out.iterations.sum())
+        acc["halvings"] += int(out.halvings.sum())
+        acc["unconverged"] += int((~out.converged).sum())
         if log is not None:
-            log(done * dt, wall, iters, halv)
+            log(acc["steps_done"] * dt, acc["wall"], acc["iterations"], acc["halvings"])
         if out.status != "done":
             status = out.status
             break
         state = out.states[-1]
-        if wall > max_seconds and done < steps:
+        if checkpoint is not None:
+            states = [np.concatenate(states)]
+            checkpoint({"states": states[0], "status": "running", **acc})
+        if wall_here > max_seconds and acc["steps_done"] < steps:
             status = "timeout"
             break
-    return {"states": np.concatenate(states), "wall": wall, "steps_done": done, "status": status,
-            "iterations": iters, "halvings": halv, "unconverged": unconv}
+    return {"states": np.concatenate(states), "status": status, **acc}
 
 
 def pbf_run(sim: pbf.Simulator, q0: np.ndarray, dt: float, duration: float, scale: float, max_seconds: float,

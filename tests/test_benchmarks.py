@@ -174,6 +174,29 @@ def test_energy(tmp_path):
         assert r["rise"] <= 1.0, "the stability criterion: energy never rises more than 1% of the scale"
 
 
+def test_energy_stopped_and_resumed_equals_one_run(tmp_path):
+    """--max-run-seconds 0 stops each PBAD rollout after its first 0.1 s piece; --resume continues it from
+    the checkpoint: three runs give the series, counters and verdict of one uninterrupted run."""
+    common = ["--chains", 3, "--duration", 0.3, "--ne-dt", 0.05, "--pbad-dt", "3:0.01", "--no-stability",
+              "--pbad-orders", 3]
+    out, _ = run_benchmark(tmp_path, "energy.py", *common, "--name", "whole")
+    whole = load(out, "whole")["fig2"]["3"]["rows"][-1]
+    for stop_at in (0.1, 0.2):
+        _, stdout = run_benchmark(tmp_path, "energy.py", *common, "--name", "parts", "--resume",
+                                  "--max-run-seconds", 0)
+        part = load(out, "parts")["fig2"]["3"]["rows"][-1]
+        assert part["name"] == f"pbad3 [to {stop_at:g} s]" and part["status"] == "timeout"
+        assert len(part["E"]) == round(stop_at / 0.01) + 1
+        assert ("resuming from" in stdout) == (stop_at > 0.1)
+    _, stdout = run_benchmark(tmp_path, "energy.py", *common, "--name", "parts", "--resume")
+    assert "resuming from parts_chain3_pbad3_dt0.01.ckpt.npz at t=0.2 s" in stdout
+    part = load(out, "parts")["fig2"]["3"]["rows"][-1]
+    assert part["name"] == whole["name"] == "pbad3" and part["status"] == "done"
+    assert part["E"] == whole["E"] and part["error"] == whole["error"]
+    for key in ("iterations", "halvings", "unconverged"):
+        assert part[key] == whole[key], key
+
+
 def test_solvers(tmp_path):
     out, _ = run_benchmark(tmp_path, "solvers.py", "--ab-chains", 3, "--c-sizes", 3, 5, "--d-chain", 3,
                            "--d-dts", 0.01, 0.05, "--duration", 0.2, "--steps", 4, "--name", "solvers_tiny")
