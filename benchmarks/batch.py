@@ -61,7 +61,8 @@ def main(argv=None) -> int:
     ap.add_argument("--threads", type=int, nargs="+", default=[1, 2])
     ap.add_argument("--duration", type=float, default=1.0)
     ap.add_argument("--dt", type=float, default=0.01)
-    ap.add_argument("--repeats", type=int, default=3, help="runs per point (times: the best; speedup: the median ratio)")
+    ap.add_argument("--repeats", type=int, default=3,
+                    help="runs per point (times: the best; speedup: the median of the paired ratios)")
     args = ap.parse_args(argv)
     warnings.simplefilter("ignore", RuntimeWarning)
     model = pbf.models.chain(args.links)
@@ -92,6 +93,7 @@ def main(argv=None) -> int:
             for nth in args.threads:
                 pbf_t[nth].append(sim.runner.rollout_batch(Q0, np.zeros_like(Q0), 0.0, args.dt, steps,
                                                            threads=nth).wall_time)
+            for nth in args.threads:
                 mj_t[nth].append(mujoco_batch(model, Q0, 0.001, args.duration, nth))
         for nth in args.threads:
             row[f"pbf_{nth}"], row[f"mj_{nth}"] = min(pbf_t[nth]), min(mj_t[nth])
@@ -115,7 +117,7 @@ def main(argv=None) -> int:
         rel = (r["mj_2"] / r["pbf_2"]) if "pbf_2" in r else float("nan")
         print(f"{M:6d} | {tps} | {sp:6.2f} {ok:>5s} | {mtps} | {rel:24.2f}")
     print("(trajectories per second, best of the repeats; 2T/1T = speedup of 2 threads over 1 thread, the median\n"
-          " of the repeats' ratios with 1 and 2 threads run back to back)")
+          " of the repeats' ratios, pbframework's 1- and 2-thread runs back to back in each repeat)")
     print("MuJoCo's own 2T/1T in the same runs: " + ", ".join(f"M={r['M']} {r.get('mj_speedup', float('nan')):.2f}"
                                                               for r in rows))
     print(f"batch results identical to single rollouts on 1 and 2 threads: {'yes' if identical else 'NO'}")

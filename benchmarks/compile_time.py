@@ -105,13 +105,15 @@ def main(argv=None) -> int:
     user_cache = os.environ.get("PBF_CACHE_DIR")
     for n, order in args.models:
         name, target = f"CHAIN-{n}", TARGETS.get((n, order))
-        with tempfile.TemporaryDirectory(prefix="pbf-compile-time-") as cache:
-            first = build(n, order, cache)
-            second = build(n, order, cache)
-        if user_cache is None:                       # build() pointed the cache at the deleted folder
-            os.environ.pop("PBF_CACHE_DIR", None)
-        else:
-            os.environ["PBF_CACHE_DIR"] = user_cache
+        try:
+            with tempfile.TemporaryDirectory(prefix="pbf-compile-time-") as cache:
+                first = build(n, order, cache)
+                second = build(n, order, cache)
+        finally:                                     # build() pointed the cache at the (deleted) folder
+            if user_cache is None:
+                os.environ.pop("PBF_CACHE_DIR", None)
+            else:
+                os.environ["PBF_CACHE_DIR"] = user_cache
         row = {"model": name, "order": order, "target_s": target, "first": first, "second": second}
         rows.append(row)
         src_s = first["total_s"] - first["compile_s"]

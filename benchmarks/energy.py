@@ -26,9 +26,9 @@ Usage::
     python benchmarks/energy.py --chains 100 --pbad-duration 3:1 --no-stability --name energy_chain100
                                                 # CHAIN-100 alone, order 3 for 1 s only
     python benchmarks/energy.py --chains 100 --no-stability --name energy_chain100 --log-every 0.1 \
-        --max-run-seconds 3600 --resume         # CHAIN-100 in one-hour pieces: each run continues every
-                                                # PBAD rollout from its checkpoint (identical results;
-                                                # wall times add up over the pieces)
+        --max-run-seconds 3600 --resume         # CHAIN-100 in pieces of at most an hour per rollout:
+                                                # each run continues every PBAD rollout from its
+                                                # checkpoint (identical results; wall times add up)
 
 The "build" column is the Simulator's set-up (for ``c`` the C source generation and compilation on a cold
 cache; nothing on a warm one); wall is the rollout alone.
@@ -53,7 +53,7 @@ import pbframework as pbf
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import OUT  # noqa: E402  (same folder)
-from peer_mujoco import chain_mjcf, chunked_rollout, trajectory_energy  # noqa: E402
+from peer_mujoco import chain_mjcf, chunked_rollout, rollout_steps, trajectory_energy  # noqa: E402
 
 NE_METHODS = ("forward_euler", "semi_implicit_euler", "rk2", "rk3", "rk4")
 
@@ -113,22 +113,33 @@ def _checkpoint_path(model, name: str, dt: float) -> Path:
     return OUT / f"{CHECKPOINT['stem']}_chain{model.nq // 2}_{name}_dt{dt:g}.ckpt.npz"
 
 
-def _load_checkpoint(path: Path, sim) -> dict | None:
+def _signature(sim) -> str:
+    """What a checkpoint must match to be continued: the compiled step (its hash covers the model, the
+    integrator, the solver and the driver), the solver and failure options, dt and q0."""
+    return repr((sim.runner.library.key, repr(sim.solver.options), sim.on_failure.value, sim.max_halvings,
+                 sim.max_speed, sim.config.dt, pbf.models.chain_q0(sim.model).tobytes().hex()))
+
+
+def _load_checkpoint(path: Path, sim, steps: int) -> dict | None:
     if not (CHECKPOINT["resume"] and path.is_file()):
         return None
     with np.load(path) as z:
         ck = {k: z[k].item() if z[k].ndim == 0 else z[k] for k in z.files}
-    if ck["nq"] != sim.model.nq or ck["dt"] != sim.config.dt:
-        raise SystemExit(f"{path}: checkpoint of nq={ck['nq']}, dt={ck['dt']}, not of this run")
+    if ck.get("signature") != _signature(sim):
+        raise SystemExit(f"{path}: a checkpoint of a different run (another build, solver, dt or start); "
+                         f"remove it or choose another --name")
+    if ck["steps_done"] > steps:
+        raise SystemExit(f"{path}: the checkpoint has {ck['steps_done']} steps, this run asks for {steps}; "
+                         f"remove it or choose another --name")
     print(f"    resuming from {path.name} at t={ck['steps_done'] * ck['dt']:g} s "
           f"(wall so far {ck['wall']:.3g} s)", flush=True)
     return ck
 
 
-def _save_checkpoint(path: Path, sim, result: dict) -> None:
+def _save_checkpoint(path: Path, sim, steps: int, result: dict) -> None:
     tmp = path.with_name(path.name + ".tmp.npz")
-    np.savez(tmp, nq=sim.model.nq, dt=sim.config.dt,
-             **{k: v for k, v in result.items() if k != "status"})
+    np.savez(tmp, nq=sim.model.nq, dt=sim.config.dt, signature=_signature(sim),
+             **result)
     tmp.replace(path)
 
 
@@ -149,18 +160,19 @@ def run_pbf(model, integrator: str, dt: float, duration: float, order=None, solv
                       f"halvings {halv}", flush=True)
 
         ck_path = _checkpoint_path(model, name, dt) if CHECKPOINT["stem"] else None
+        steps = rollout_steps(duration, dt)
         last_save = [time.perf_counter()]
 
-        def checkpoint(result):
+        def checkpoint(snapshot):
             if time.perf_counter() - last_save[0] >= CHECKPOINT["every"]:
-                _save_checkpoint(ck_path, sim, result)
+                _save_checkpoint(ck_path, sim, steps, snapshot())
                 last_save[0] = time.perf_counter()
 
-        out = chunked_rollout(sim, q0, dt, duration, MAX_RUN_SECONDS, min(LOG_EVERY or 0.1, 0.1), log,
-                              resume=_load_checkpoint(ck_path, sim) if ck_path else None,
+        out = chunked_rollout(sim, q0, dt, duration, MAX_RUN_SECONDS, 0.1, log,
+                              resume=_load_checkpoint(ck_path, sim, steps) if ck_path else None,
                               checkpoint=checkpoint if ck_path else None)
         if ck_path:
-            _save_checkpoint(ck_path, sim, out)
+            _save_checkpoint(ck_path, sim, steps, out)
         S, k = out["states"], out["steps_done"]
         E = trajectory_energy(sim, S, dt)
         diverged = out["status"] in ("diverged", "failed")
@@ -233,7 +245,8 @@ def stability(chains, dts, duration) -> list[dict]:
             r = run_pbf(model, "pbad", dt, duration, order=2, solver="lm")
             r["chain"] = n
             rows.append(r)
-            print(f"  CHAIN-{n:<4} dt={dt:<5} diverged={'yes' if r['diverged'] else 'no':<4} "
+            print(f"  CHAIN-{n:<4} dt={dt:<5} {r.get('status', 'done'):<8} "
+                  f"diverged={'yes' if r['diverged'] else 'no':<4} "
                   f"max rise {r['rise']:+.4f}%  max|E-E0| {r['error']:.3g}%  wall {r['wall']:.3g}s  "
                   f"build {r['build']:.2g}s  iter/step {r['iterations']:.3g}  unconverged {r['unconverged']}  "
                   f"halvings {r['halvings']}", flush=True)
@@ -316,7 +329,7 @@ def main(argv=None) -> int:
         print(f"\nStability: pbad order 2 (lm), {duration:g} s; max rise must stay <= 1% of the scale")
         rows = stability(st_chains, [0.05, 0.1], duration)
         out["stability"] = [{k: v for k, v in r.items() if k not in ("t", "E")} for r in rows]
-        ok = all(not r["diverged"] and r["rise"] <= 1.0 for r in rows)
+        ok = all(not r["diverged"] and r.get("status", "done") == "done" and r["rise"] <= 1.0 for r in rows)
         print(f"stability criterion met: {'yes' if ok else 'NO'}")
     (OUT / f"{args.name}.json").write_text(json.dumps(out, default=_json, indent=1))
     print(f"wrote {OUT / (args.name + '.json')}")

@@ -148,6 +148,11 @@ def trajectory_energy(sim: pbf.Simulator, states: np.ndarray, dt: float) -> np.n
 COUNTERS = ("wall", "steps_done", "iterations", "halvings", "unconverged")
 
 
+def rollout_steps(duration: float, dt: float) -> int:
+    """Steps of a rollout of ``duration`` seconds, rounded up as :meth:`pbframework.Simulator.rollout` does."""
+    return max(1, int(math.ceil(duration / dt - 1e-9)))
+
+
 def chunked_rollout(sim: pbf.Simulator, q0: np.ndarray, dt: float, duration: float, max_seconds: float = math.inf,
                     chunk_seconds: float = 0.1, log=None, resume: dict | None = None, checkpoint=None) -> dict:
     """A rollout through the simulator's native runner (dt is a parameter of the compiled step, so one
@@ -155,15 +160,15 @@ def chunked_rollout(sim: pbf.Simulator, q0: np.ndarray, dt: float, duration: flo
     peers can be stopped after ``max_seconds`` of wall time (counted over this call only); the pieces
     continue exactly (identical results).
 
-    ``log(done_t, wall, iterations, halvings)`` is called after every piece, ``checkpoint(result)`` too,
-    with the result so far (the dict below, status ``running``). ``resume``: such a result of an earlier,
-    stopped call (e.g. saved by ``checkpoint``); the rollout continues from its last state and its
-    counters, with results identical to an uninterrupted run.
+    ``log(done_t, wall, iterations, halvings)`` is called after every piece, ``checkpoint(snapshot)`` too,
+    where ``snapshot()`` returns the result so far (the dict below, status ``running``). ``resume``: such a
+    result of an earlier, stopped call (e.g. saved by ``checkpoint``); the rollout continues from its last
+    state and its counters, with results identical to an uninterrupted run.
 
     Returns a dict: ``states`` (integrator states, one row per step reached), ``wall``, ``steps_done``,
     ``status`` (``done``, ``diverged``, ``failed`` or ``timeout``), ``iterations``, ``halvings``,
     ``unconverged`` (totals)."""
-    steps = max(1, int(math.ceil(duration / dt - 1e-9)))
+    steps = rollout_steps(duration, dt)
     per = max(1, int(round(chunk_seconds / dt)))
     runner = sim.runner
     states, state = [], None
@@ -176,11 +181,13 @@ def chunked_rollout(sim: pbf.Simulator, q0: np.ndarray, dt: float, duration: flo
                              f"and steps_done = {resume['steps_done']}")
         states, state = [S0], S0[-1]
         acc.update({k: resume[k] for k in COUNTERS})
+        if resume.get("status") in ("diverged", "failed"):     # it ended there: nothing to continue
+            return {"states": S0, "status": resume["status"], **acc}
     status, wall_here = "done", 0.0
     while acc["steps_done"] < steps:
         done = acc["steps_done"]
         n = min(per, steps - done)
-        out = runner.rollout(q0, np.zeros(sim.model.nq), done * dt, dt, n, state=state)
+        out = runner.rollout(q0, np.zeros(sim.model.nq), 0.0, dt, n, state=state, first_step=done)
         acc["wall"] += out.wall_time
         wall_here += out.wall_time
         states.append(out.states if not states else out.states[1:])
@@ -195,8 +202,11 @@ def chunked_rollout(sim: pbf.Simulator, q0: np.ndarray, dt: float, duration: flo
             break
         state = out.states[-1]
         if checkpoint is not None:
-            states = [np.concatenate(states)]
-            checkpoint({"states": states[0], "status": "running", **acc})
+            def snapshot():
+                states[:] = [np.concatenate(states)]
+                return {"states": states[0], "status": "running", **acc}
+
+            checkpoint(snapshot)
         if wall_here > max_seconds and acc["steps_done"] < steps:
             status = "timeout"
             break

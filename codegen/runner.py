@@ -257,7 +257,7 @@ class CRunner:
         lib.pbf_init.restype = ctypes.c_int
         lib.pbf_rollout.argtypes = [RP, RP, RP, R, R, _INT, RP, RP, _INT_P, RP, _INT_P, RP, _INT_P]
         lib.pbf_rollout.restype = _INT
-        lib.pbf_rollout_from.argtypes = [RP, RP, R, R, _INT, RP, RP, _INT_P, RP, _INT_P, RP, _INT_P]
+        lib.pbf_rollout_from.argtypes = [RP, RP, R, _INT, R, _INT, RP, RP, _INT_P, RP, _INT_P, RP, _INT_P]
         lib.pbf_rollout_from.restype = _INT
         lib.pbf_rollout_batch.argtypes = [_INT, _INT, RP, RP, RP, R, R, _INT, RP, RP, _INT_P, RP, _INT_P,
                                           _INT_P, RP, _INT_P]
@@ -356,12 +356,14 @@ class CRunner:
         return sn.astype(float), stats
 
     # -- rollouts -------------------------------------------------------------------------------------------
-    def rollout(self, q0, qd0, t0: float, dt: float, steps: int, u=None, *, state=None) -> RolloutArrays:
+    def rollout(self, q0, qd0, t0: float, dt: float, steps: int, u=None, *, state=None,
+                first_step: int = 0) -> RolloutArrays:
         """``steps`` steps of ``dt`` from ``(q0, qd0)`` at ``t0`` in one native call (constant inputs ``u``).
 
-        With ``state`` (an integrator state, e.g. the last row of an earlier rollout's ``states``) the
-        rollout continues from it and ``q0``, ``qd0`` are ignored: a long rollout can be run in pieces
-        with identical results.
+        With ``state`` the rollout continues from that integrator state, row ``first_step`` of the
+        ``states`` of a rollout started at ``t0`` (``q0``, ``qd0`` are ignored): its step ``j`` starts at
+        ``t0 + (first_step + j) dt``, rounded as in the uninterrupted rollout, so a long rollout run in
+        pieces gives identical results, time-dependent forces included.
         """
         steps = int(steps)
         nq = self.nq
@@ -378,9 +380,9 @@ class CRunner:
                                           self._ip(status), self._p(self._w), self._ip(self._iw)))
         else:
             s0 = self._vec(state, self.ns, "state")
-            k = int(self._lib.pbf_rollout_from(self._p(self._opt), self._p(s0), float(t0), float(dt), steps,
-                                               self._p(ua), self._p(S), self._ip(st), self._p(gn),
-                                               self._ip(status), self._p(self._w), self._ip(self._iw)))
+            k = int(self._lib.pbf_rollout_from(self._p(self._opt), self._p(s0), float(t0), int(first_step),
+                                               float(dt), steps, self._p(ua), self._p(S), self._ip(st),
+                                               self._p(gn), self._ip(status), self._p(self._w), self._ip(self._iw)))
         wall = time.perf_counter() - t_start
         st = st[:k]
         return RolloutArrays(states=S[:k + 1].astype(float), nq=nq, iterations=st[:, 0].copy(),

@@ -76,6 +76,8 @@ def _load_model(args):
     from . import models
     from .io import load_mjcf, load_urdf
 
+    if args.links is not None and args.model:
+        raise CliError(f"--links applies to the chain and swimmer models only, not to {args.model!r}")
     if args.model:
         path = Path(args.model)
         if not path.is_file():
@@ -92,14 +94,14 @@ def _load_model(args):
     if args.name not in MODELS:
         raise CliError(f"unknown model {args.name!r} (built-in: {', '.join(MODELS)}; or --model PATH)")
     if args.links is not None and args.name not in ("chain", "swimmer"):
-        raise CliError(f"--links applies to chain and swimmer only, not to {args.name!r}")
+        raise CliError(f"--links applies to the chain and swimmer models only, not to {args.name!r}")
     if args.links is not None and args.links < 1:
         raise CliError(f"--links must be a positive integer, got {args.links}")
     if args.name == "chain":
         m = models.chain(10 if args.links is None else args.links)
         return m, models.chain_q0(m)
     if args.name == "swimmer":
-        m = models.swimmer(4 if args.links is None else args.links)
+        m = models.swimmer() if args.links is None else models.swimmer(args.links)
         return m, np.zeros(m.nq)
     if args.name == "spider":
         m = models.spider()

@@ -159,8 +159,9 @@ def pbf_backends() -> list[PluginInfo]:
 
         That object (a *runner*; built-ins: ``casadi``, ``c``) offers ``solve(x0, p) -> SolveResult``,
         ``init(q0, qd0, t0, dt, u=None) -> s0``, ``step(s, t, dt, u=None) -> (s_next, stats)``,
-        ``rollout(q0, qd0, t0, dt, steps, u=None, state=None)`` and ``rollout_batch(Q0, QD0, t0, dt, steps,
-        U=None, threads=None)`` (results: :class:`pbframework.codegen.runner.RolloutArrays` and
+        ``rollout(q0, qd0, t0, dt, steps, u=None, state=None, first_step=0)`` (``state``: continue from
+        row ``first_step`` of a rollout started at ``t0``, with its step times) and ``rollout_batch(Q0, QD0,
+        t0, dt, steps, U=None, threads=None)`` (results: :class:`pbframework.codegen.runner.RolloutArrays` and
         ``BatchArrays``). :class:`~pbframework.simulate.Simulator` passes ``solver`` (positional),
         ``solver_options``, ``model``, ``on_failure``, ``max_halvings``, ``max_speed`` and the user's
         ``backend_options``.

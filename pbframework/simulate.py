@@ -75,6 +75,8 @@ class StepStats:
 
 
 _CHAIN_NAME = re.compile(r"^chain\d+$")
+PROGRESS_PIECES = 200
+"""A native rollout with a progress bar runs in about this many calls (the bar moves between them)."""
 
 
 class Simulator:
@@ -350,13 +352,13 @@ class Simulator:
     def _rollout_native(self, q0, qd0, t0: float, steps: int, progress: bool = False) -> Trajectory:
         """The whole rollout in native calls of the backend's runner (``step_time`` is the mean of a call).
 
-        One call without ``progress``; with it, about 200 calls that each continue from the last state
-        (identical results), updating the progress bar between them.
+        One call without ``progress``; with it, about :data:`PROGRESS_PIECES` calls that each continue from the
+        last state (identical results), updating the progress bar between them.
         """
         nq, dt = self.model.nq, self.config.dt
         q0 = self.model.check_state(q0, "q0")
         qd0 = np.zeros(nq) if qd0 is None else self.model.check_state(qd0, "qd0")
-        per = max(1, -(-steps // 200)) if progress else steps
+        per = max(1, -(-steps // PROGRESS_PIECES)) if progress else steps
         bar = None
         if progress:
             from tqdm import tqdm
@@ -365,7 +367,7 @@ class Simulator:
         pieces, state, k = [], None, 0
         try:
             while True:
-                out = self.runner.rollout(q0, qd0, t0 + k * dt, dt, min(per, steps - k), state=state)
+                out = self.runner.rollout(q0, qd0, t0, dt, min(per, steps - k), state=state, first_step=k)
                 pieces.append(out)
                 k += out.steps_done
                 if bar is not None:

@@ -336,9 +336,12 @@ def test_simulator_backend_c_rollout_and_batch(rng):
 
 
 def test_native_rollout_with_progress_bar_is_identical(capsys, monkeypatch):
-    """``progress=True`` runs the native rollout in pieces (to update the bar); the pieces continue exactly."""
+    """``progress=True`` runs the native rollout in pieces (to update the bar); the pieces continue exactly,
+    with the step times of one uninterrupted rollout (a time-dependent torque sees the same t to the bit;
+    a piece restarted at its own rounded start time did not)."""
     model, q0, forces = _chain(3)
-    c = pbf.Simulator(model, "pbad", order=2, dt=0.02, forces=forces, backend="c")
+    forces = forces + [("joint_torque", {"torque": lambda t: 5.0 * ca.sin(7.0 * t)})]
+    c = pbf.Simulator(model, "pbad", order=2, dt=0.01, forces=forces, backend="c")
     one = c.rollout(q0, steps=250)
     calls = []
     native = c.runner.rollout

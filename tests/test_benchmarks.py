@@ -18,6 +18,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 pytestmark = pytest.mark.slow
@@ -195,6 +196,29 @@ def test_energy_stopped_and_resumed_equals_one_run(tmp_path):
     assert part["E"] == whole["E"] and part["error"] == whole["error"]
     for key in ("iterations", "halvings", "unconverged"):
         assert part[key] == whole[key], key
+
+
+def test_energy_refuses_a_checkpoint_of_another_run(tmp_path):
+    """--resume never glues a checkpoint onto a different run: a longer one, or one of another build."""
+    common = ["--chains", 3, "--ne-dt", 0.05, "--pbad-dt", "3:0.01", "--no-stability", "--pbad-orders", 3,
+              "--name", "ck", "--resume"]
+    out, _ = run_benchmark(tmp_path, "energy.py", "--duration", 0.2, *common)
+    ck = out / "ck_chain3_pbad3_dt0.01.ckpt.npz"
+    env = {**os.environ, "PBF_BENCH_OUT": str(out), "MPLBACKEND": "Agg"}
+
+    def rerun(duration):
+        return subprocess.run([sys.executable, "benchmarks/energy.py", "--duration", str(duration),
+                               *map(str, common)], cwd=ROOT, env=env, capture_output=True, text=True,
+                              timeout=TIMEOUT_S)
+
+    proc = rerun(0.1)
+    assert proc.returncode != 0 and "the checkpoint has 20 steps, this run asks for 10" in proc.stderr
+    with np.load(ck) as z:
+        data = dict(z)
+    data["signature"] = np.array("another build")
+    np.savez(ck, **data)
+    proc = rerun(0.2)
+    assert proc.returncode != 0 and "a checkpoint of a different run" in proc.stderr
 
 
 def test_solvers(tmp_path):

@@ -59,7 +59,8 @@ def test_plugins_lists_every_family(capsys):
     (["simulate", "chain", "--force", "wind"], "unknown force model 'wind'"),
     (["simulate", "robot"], "unknown model 'robot'"),
     (["simulate", "chain", "--solver", "newton"], "unknown solver 'newton'"),
-    (["simulate", "spider", "--links", "6"], "--links applies to chain and swimmer only, not to 'spider'"),
+    (["simulate", "spider", "--links", "6"], "--links applies to the chain and swimmer models only, not to 'spider'"),
+    (["simulate", "--model", "robot.urdf", "--links", "6"], "--links applies to the chain and swimmer models only"),
     (["simulate", "chain", "--links", "0"], "--links must be a positive integer, got 0"),
 ])
 def test_errors_are_one_line_exit_2(argv, message, capsys):

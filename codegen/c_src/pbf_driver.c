@@ -785,17 +785,19 @@ PBF_EXPORT int pbf_init(const casadi_real* opt, const casadi_real* q0, const cas
   return 0;
 }
 
-static casadi_int pbf_rollout_ws(const casadi_real* opt, pbf_ws* ws, casadi_real t0, casadi_real dt, casadi_int steps,
-                                 const casadi_real* u, casadi_real* S, casadi_int* st, casadi_real* gn,
-                                 casadi_int* status) {
-  casadi_real *s = ws->s, *sn = ws->sn, *tp, t = t0, vmax = opt[PBF_OPT_MAX_SPEED];
+/* steps steps from ws->s; step k0 + k of the rollout that started at t0 starts at t0 + (k0 + k) dt, computed
+   as one expression so that a rollout continued in pieces (k0 > 0) sees the times of an uninterrupted one */
+static casadi_int pbf_rollout_ws(const casadi_real* opt, pbf_ws* ws, casadi_real t0, casadi_int k0, casadi_real dt,
+                                 casadi_int steps, const casadi_real* u, casadi_real* S, casadi_int* st,
+                                 casadi_real* gn, casadi_int* status) {
+  casadi_real *s = ws->s, *sn = ws->sn, *tp, t = k0 ? t0 + (casadi_real)k0 * dt : t0, vmax = opt[PBF_OPT_MAX_SPEED];
   casadi_int k;
   pbf_copy(s, S, PBF_NS);
   *status = PBF_DONE;
   for (k = 0; k < steps; ++k) {
     int bad;
     if (pbf_step_rec(opt, ws, s, t, dt, u, sn, st + k * PBF_NST, gn + k, 0)) { *status = PBF_FAILED; return k; }
-    t = t0 + (casadi_real)(k + 1) * dt;
+    t = t0 + (casadi_real)(k0 + k + 1) * dt;
     bad = !pbf_all_finite(sn, 2 * PBF_NQ) || (PBF_NQ > 0 && pbf_norm_inf(sn + PBF_NQ, PBF_NQ) > vmax);
     if (bad) { *status = PBF_DIVERGED; return k; }
     pbf_copy(sn, S + (k + 1) * PBF_NS, PBF_NS);
@@ -818,19 +820,21 @@ PBF_EXPORT casadi_int pbf_rollout(const casadi_real* opt, const casadi_real* q0,
   if (!u) u = zero_u;
   pbf_ws_init(opt, w, iw, &ws);
   pbf_init_state(&ws, q0, qd0, t0, dt, u, ws.s);
-  return pbf_rollout_ws(opt, &ws, t0, dt, steps, u, S, st, gn, status);
+  return pbf_rollout_ws(opt, &ws, t0, 0, dt, steps, u, S, st, gn, status);
 }
 
-/* As pbf_rollout, continuing from the integrator state s0 (a row of an earlier rollout's S). */
-PBF_EXPORT casadi_int pbf_rollout_from(const casadi_real* opt, const casadi_real* s0, casadi_real t0, casadi_real dt,
-                                       casadi_int steps, const casadi_real* u, casadi_real* S, casadi_int* st,
-                                       casadi_real* gn, casadi_int* status, casadi_real* w, casadi_int* iw) {
+/* As pbf_rollout, continuing from the integrator state s0: row k0 of the S of a rollout that started at t0
+   (its step k0 starts at t0 + k0 dt), with the times, and so the results, of that rollout. */
+PBF_EXPORT casadi_int pbf_rollout_from(const casadi_real* opt, const casadi_real* s0, casadi_real t0, casadi_int k0,
+                                       casadi_real dt, casadi_int steps, const casadi_real* u, casadi_real* S,
+                                       casadi_int* st, casadi_real* gn, casadi_int* status, casadi_real* w,
+                                       casadi_int* iw) {
   pbf_ws ws;
   static const casadi_real zero_u[1] = {0};
   if (!u) u = zero_u;
   pbf_ws_init(opt, w, iw, &ws);
   pbf_copy(s0, ws.s, PBF_NS);
-  return pbf_rollout_ws(opt, &ws, t0, dt, steps, u, S, st, gn, status);
+  return pbf_rollout_ws(opt, &ws, t0, k0, dt, steps, u, S, st, gn, status);
 }
 
 /* Timing helper (the loop runs in C, the caller times the call): at parameters p and unknowns x, reps

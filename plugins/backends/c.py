@@ -29,8 +29,9 @@ Options (all optional):
 
 The runner (the interface every backend's ``build`` returns, see also the ``casadi`` backend):
 ``solve(x0, p) -> SolveResult``, ``init(q0, qd0, t0, dt, u=None) -> s0``,
-``step(s, t, dt, u=None) -> (s_next, stats)``, ``rollout(q0, qd0, t0, dt, steps, u=None, state=None)
--> RolloutArrays`` and ``rollout_batch(Q0, QD0, t0, dt, steps, U=None, threads=None) -> BatchArrays``.
+``step(s, t, dt, u=None) -> (s_next, stats)``, ``rollout(q0, qd0, t0, dt, steps, u=None, state=None,
+first_step=0) -> RolloutArrays`` and ``rollout_batch(Q0, QD0, t0, dt, steps, U=None, threads=None)
+-> BatchArrays``.
 """
 
 from __future__ import annotations

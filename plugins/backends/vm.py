@@ -100,9 +100,9 @@ class VMRunner:
         st["failed"] = failed
         return sn, st
 
-    def rollout(self, q0, qd0, t0: float, dt: float, steps: int, u=None, *, state=None):
-        """``steps`` steps in a Python loop (continuing from the integrator state ``state`` when given);
-        returns :class:`~pbframework.codegen.runner.RolloutArrays`."""
+    def rollout(self, q0, qd0, t0: float, dt: float, steps: int, u=None, *, state=None, first_step: int = 0):
+        """``steps`` steps in a Python loop (continuing from the integrator state ``state``, row ``first_step``
+        of a rollout started at ``t0``, when given); returns :class:`~pbframework.codegen.runner.RolloutArrays`."""
         from pbframework.codegen.runner import RolloutArrays
 
         nq, uu = self.nq, self._u(u)
@@ -111,7 +111,8 @@ class VMRunner:
         S, rows = [s.copy()], []
         status = "done"
         for k in range(int(steps)):
-            sn, st, failed = self._step(s, t0 + k * dt, dt, uu, 0)
+            k0 = k + (int(first_step) if state is not None else 0)
+            sn, st, failed = self._step(s, t0 + k0 * dt, dt, uu, 0)
             if failed:
                 status = "failed"
                 break
