@@ -45,6 +45,7 @@ import math
 import sys
 import time
 import warnings
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -90,27 +91,41 @@ def run_mujoco(n: int, dt: float, duration: float, integrator: str, energy_fn, s
             "iterations": 0.0, "build": 0.0}
 
 
-PBAD_ORDERS = (2, 3)
-PBAD_DURATION: dict[int, float] = {}
-"""``--pbad-orders`` and ``--pbad-duration`` (per order, e.g. ``3:1``: a shorter series for a costly order)."""
-BACKEND = "c"
-"""``--backend``: the generated-C rollout by default (the series equal the CasADi VM's to rounding, see
-tests/test_backend_c.py; only the wall times differ)."""
+@dataclass(frozen=True)
+class RunOptions:
+    """How the PBAD rollouts of a run are made (the command line's options).
+
+    Attributes:
+        backend: ``--backend``: ``"c"`` (generated C, default) or ``"casadi"`` (the VM; the series equal the
+            C ones to rounding, see tests/test_backend_c.py; only the wall times differ).
+        pbad_orders: ``--pbad-orders``: the PBAD orders of Fig. 2.
+        pbad_duration: ``--pbad-duration``: per order, a shorter series for a costly order (e.g. ``{3: 1.0}``).
+        max_run_seconds: ``--max-run-seconds``: a native PBAD rollout still running after this much wall
+            time is stopped and its series reported up to the time it reached (``timeout`` in the table).
+        log_every: ``--log-every``: a progress line every this many simulated seconds of a native PBAD
+            rollout (0: none).
+        checkpoint_stem: ``--name`` when checkpoints are on (``--checkpoint-every`` or ``--resume``), else
+            None: native PBAD rollouts then save their states and counters to
+            ``<stem>_chain<N>_<row>_dt<dt>.ckpt.npz``, at most every ``checkpoint_every`` seconds of wall
+            time and when they stop.
+        checkpoint_every: seconds of wall time between checkpoints.
+        resume: ``--resume``: continue every native PBAD rollout from its checkpoint (the results of an
+            uninterrupted run; a checkpoint of another build, solver, dt or start, or a longer one, is
+            refused).
+    """
+
+    backend: str = "c"
+    pbad_orders: tuple[int, ...] = (2, 3)
+    pbad_duration: dict = field(default_factory=dict)
+    max_run_seconds: float = math.inf
+    log_every: float = 0.0
+    checkpoint_stem: str | None = None
+    checkpoint_every: float = 120.0
+    resume: bool = False
 
 
-MAX_RUN_SECONDS = math.inf
-"""``--max-run-seconds``: a native PBAD rollout still running after this much wall time is stopped and its
-series reported up to the time it reached (``timeout`` in the table)."""
-LOG_EVERY = 0.0
-"""``--log-every``: print a progress line every this many simulated seconds of a native PBAD rollout."""
-CHECKPOINT: dict = {"stem": None, "every": 120.0, "resume": False}
-"""``--checkpoint-every`` / ``--resume``: native PBAD rollouts save their states and counters to
-``<name>_<chain>_<row>_dt<dt>.ckpt.npz`` (at most every ``every`` seconds of wall time, and when they stop);
-with ``resume`` a rollout continues from its checkpoint, with the results of an uninterrupted run."""
-
-
-def _checkpoint_path(model, name: str, dt: float) -> Path:
-    return OUT / f"{CHECKPOINT['stem']}_chain{model.nq // 2}_{name}_dt{dt:g}.ckpt.npz"
+def _checkpoint_path(opts: RunOptions, model, name: str, dt: float) -> Path:
+    return OUT / f"{opts.checkpoint_stem}_chain{model.nq // 2}_{name}_dt{dt:g}.ckpt.npz"
 
 
 def _signature(sim) -> str:
@@ -121,7 +136,7 @@ def _signature(sim) -> str:
 
 
 def _load_checkpoint(path: Path, sim, steps: int) -> dict | None:
-    if not (CHECKPOINT["resume"] and path.is_file()):
+    if not path.is_file():
         return None
     with np.load(path) as z:
         ck = {k: z[k].item() if z[k].ndim == 0 else z[k] for k in z.files}
@@ -143,9 +158,10 @@ def _save_checkpoint(path: Path, sim, steps: int, result: dict) -> None:
     tmp.replace(path)
 
 
-def run_pbf(model, integrator: str, dt: float, duration: float, order=None, solver="auto") -> dict:
+def run_pbf(opts: RunOptions, model, integrator: str, dt: float, duration: float, order=None,
+            solver="auto") -> dict:
     t0 = time.perf_counter()
-    sim = pbf.Simulator(model, integrator, order=order, solver=solver, dt=dt, backend=BACKEND)
+    sim = pbf.Simulator(model, integrator, order=order, solver=solver, dt=dt, backend=opts.backend)
     build = time.perf_counter() - t0
     name = integrator if order is None or integrator != "pbad" else f"pbad{order}"
     q0 = pbf.models.chain_q0(model)
@@ -154,22 +170,22 @@ def run_pbf(model, integrator: str, dt: float, duration: float, order=None, solv
         logged = [0]
 
         def log(t, wall, iters, halv):
-            if LOG_EVERY and (int(t / LOG_EVERY + 1e-9) > logged[0] or t >= duration - 1e-9):
-                logged[0] = int(t / LOG_EVERY + 1e-9)
+            if opts.log_every and (int(t / opts.log_every + 1e-9) > logged[0] or t >= duration - 1e-9):
+                logged[0] = int(t / opts.log_every + 1e-9)
                 print(f"    {name} CHAIN-{model.nq // 2} t={t:.3f} s  wall {wall:.1f} s  iterations {iters}  "
                       f"halvings {halv}", flush=True)
 
-        ck_path = _checkpoint_path(model, name, dt) if CHECKPOINT["stem"] else None
+        ck_path = _checkpoint_path(opts, model, name, dt) if opts.checkpoint_stem else None
         steps = rollout_steps(duration, dt)
         last_save = [time.perf_counter()]
 
         def checkpoint(snapshot):
-            if time.perf_counter() - last_save[0] >= CHECKPOINT["every"]:
+            if time.perf_counter() - last_save[0] >= opts.checkpoint_every:
                 _save_checkpoint(ck_path, sim, steps, snapshot())
                 last_save[0] = time.perf_counter()
 
-        out = chunked_rollout(sim, q0, dt, duration, MAX_RUN_SECONDS, 0.1, log,
-                              resume=_load_checkpoint(ck_path, sim, steps) if ck_path else None,
+        out = chunked_rollout(sim, q0, dt, duration, opts.max_run_seconds, 0.1, log,
+                              resume=_load_checkpoint(ck_path, sim, steps) if ck_path and opts.resume else None,
                               checkpoint=checkpoint if ck_path else None)
         if ck_path:
             _save_checkpoint(ck_path, sim, steps, out)
@@ -211,20 +227,20 @@ def table(rows, title: str, scale: float) -> None:
         print(f"{label:<30}{r['dt']:>8.4g}{div:>12}{err:>14}{rise:>12}{r['wall']:>10.3g}{r['iterations']:>10.3g}")
 
 
-def fig2(chains, duration, ne_dt, pbad_dt) -> dict:
+def fig2(opts: RunOptions, chains, duration, ne_dt, pbad_dt) -> dict:
     results = {}
     for n in chains:
         model = pbf.models.chain(n)
         scale = pbf.models.chain_energy_scale(model)
-        rows = [run_pbf(model, name, ne_dt, duration) for name in NE_METHODS]
+        rows = [run_pbf(opts, model, name, ne_dt, duration) for name in NE_METHODS]
         sim = pbf.Simulator(model, "rk4", dt=ne_dt)
         mj = run_mujoco(n, ne_dt, duration, "RK4", sim.energy, scale)
         if mj:
             rows.append(mj)
         pdt = pbad_dt.get(n, ne_dt)
-        for order in PBAD_ORDERS:
-            d = PBAD_DURATION.get(order) or duration
-            rows.append(run_pbf(model, "pbad", pdt, d, order=order, solver="lm" if order == 2 else "jtj_lm"))
+        for order in opts.pbad_orders:
+            d = opts.pbad_duration.get(order) or duration
+            rows.append(run_pbf(opts, model, "pbad", pdt, d, order=order, solver="lm" if order == 2 else "jtj_lm"))
             if d != duration:
                 rows[-1]["name"] += f" [{d:g} s]"
         table(rows, f"Fig. 2: CHAIN-{n}, {duration:g} s", scale)
@@ -237,12 +253,12 @@ def fig2(chains, duration, ne_dt, pbad_dt) -> dict:
     return results
 
 
-def stability(chains, dts, duration) -> list[dict]:
+def stability(opts: RunOptions, chains, dts, duration) -> list[dict]:
     rows = []
     for n in chains:
         model = pbf.models.chain(n)
         for dt in dts:
-            r = run_pbf(model, "pbad", dt, duration, order=2, solver="lm")
+            r = run_pbf(opts, model, "pbad", dt, duration, order=2, solver="lm")
             r["chain"] = n
             rows.append(r)
             print(f"  CHAIN-{n:<4} dt={dt:<5} {r.get('status', 'done'):<8} "
@@ -303,21 +319,20 @@ def main(argv=None) -> int:
                     help="continue native PBAD rollouts from their checkpoints (identical results), e.g. a run "
                          "stopped by --max-run-seconds; implies checkpoints every 120 s")
     args = ap.parse_args(argv)
-    global BACKEND, PBAD_ORDERS, MAX_RUN_SECONDS, LOG_EVERY
-    BACKEND = args.backend
-    MAX_RUN_SECONDS, LOG_EVERY = args.max_run_seconds, args.log_every
-    if args.checkpoint_every is not None or args.resume:
-        CHECKPOINT.update(stem=args.name, resume=args.resume,
-                          every=120.0 if args.checkpoint_every is None else args.checkpoint_every)
-    PBAD_ORDERS = tuple(int(k) for k in args.pbad_orders.split(","))
-    PBAD_DURATION.update({int(k): float(v) for k, v in (kv.split(":") for kv in args.pbad_duration.split(",") if kv)})
+    checkpoints = args.checkpoint_every is not None or args.resume
+    opts = RunOptions(
+        backend=args.backend, pbad_orders=tuple(int(k) for k in args.pbad_orders.split(",")),
+        pbad_duration={int(k): float(v) for k, v in (kv.split(":") for kv in args.pbad_duration.split(",") if kv)},
+        max_run_seconds=args.max_run_seconds, log_every=args.log_every,
+        checkpoint_stem=args.name if checkpoints else None, resume=args.resume,
+        checkpoint_every=120.0 if args.checkpoint_every is None else args.checkpoint_every)
     duration = args.duration or (2.0 if args.quick else 10.0)
     chains = [int(c) for c in (args.chains or ("10,40" if args.quick else "10,100")).split(",")]
     pbad_dt = {int(k): float(v) for k, v in (kv.split(":") for kv in args.pbad_dt.split(","))}
     OUT.mkdir(parents=True, exist_ok=True)
     out = {"duration": duration, "ne_dt": args.ne_dt, "pbad_dt": pbad_dt}
     if not args.no_fig2:
-        results = fig2(chains, duration, args.ne_dt, pbad_dt)
+        results = fig2(opts, chains, duration, args.ne_dt, pbad_dt)
         plot(results, OUT / f"{args.name}.png")
         out["fig2"] = {str(n): {"scale": res["scale"], "rows": [
             {**{k: v for k, v in r.items() if k not in ("t", "E")},
@@ -327,7 +342,7 @@ def main(argv=None) -> int:
     if not args.no_stability:
         st_chains = [int(c) for c in (args.stability_chains or ("10,40" if args.quick else "10,40,100")).split(",")]
         print(f"\nStability: pbad order 2 (lm), {duration:g} s; max rise must stay <= 1% of the scale")
-        rows = stability(st_chains, [0.05, 0.1], duration)
+        rows = stability(opts, st_chains, [0.05, 0.1], duration)
         out["stability"] = [{k: v for k, v in r.items() if k not in ("t", "E")} for r in rows]
         ok = all(not r["diverged"] and r.get("status", "done") == "done" and r["rise"] <= 1.0 for r in rows)
         print(f"stability criterion met: {'yes' if ok else 'NO'}")
