@@ -35,9 +35,8 @@ import numpy as np
 import pbframework as pbf
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import energy  # noqa: E402  (same folder, shared helpers)
 from _common import OUT  # noqa: E402
-from energy import run_mujoco, run_pbf  # noqa: E402
+from energy import RunOptions, run_mujoco, run_pbf  # noqa: E402  (same folder, shared helpers)
 
 GRID = {   # method: (integrator, order, solver, dts)
     "forward_euler": ("forward_euler", None, "auto", [0.0005, 0.001, 0.0025]),
@@ -62,7 +61,7 @@ def main(argv=None) -> int:
     ap.add_argument("--largest-dts", type=int, default=None,
                     help="run only this many of the largest dt of each method (default: all)")
     args = ap.parse_args(argv)
-    energy.BACKEND = args.backend
+    opts = RunOptions(backend=args.backend)
     duration = args.duration or (2.0 if args.quick else 10.0)
     n = args.links
     model = pbf.models.chain(n)
@@ -81,7 +80,7 @@ def main(argv=None) -> int:
 
     for method, (integ, order, solver, dts) in GRID.items():
         for dt in grid(dts):
-            r = run_pbf(model, integ, dt, duration, order=order, solver=solver)
+            r = run_pbf(opts, model, integ, dt, duration, order=order, solver=solver)
             r["method"] = method
             rows.append(r)
             show(r)
