@@ -6,9 +6,10 @@ forward Euler, semi-implicit Euler (seed 000 Eq. 3), RK2, RK3 and RK4 on ABA at 
 step), and PBAD orders 2 (energy form, ``lm``) and 3 (collocation, ``jtj_lm``), also at 2.5 ms on
 CHAIN-10 and CHAIN-100 ("we redo the experiment"; ``--pbad-dt`` per chain, 5 ms on the quick CHAIN-40).
 CHAIN-100 at order 3 is a long run: 4000 solves with a 400 x 400 Jacobian, 0.1 s of simulated time per
-10 s of wall time at the start and per ~100 s once the chain whips (t > 1.6 s; measured on 2 cores). At
-10 ms it is no cheaper: 0.1 s per 6 s at the start but per ~230 s in the whip, where every step needs
-~200 iterations and halvings. Run it in pieces with ``--max-run-seconds`` and ``--resume`` (below).
+10 s of wall time at the start, per ~100 s once the chain whips (t = 1.6-2 s) and per ~800 s at t = 2.7 s
+(measured on 2 cores; t = 2.8 s took 81 min). At 10 ms it is no cheaper: 0.1 s per 6 s at the start but per
+~230 s at t = 2 s, where every step needs ~200 iterations and halvings. Run it in pieces with
+``--max-run-seconds`` and ``--resume`` (below).
 MuJoCo's RK4 at the same dt runs alongside as the peer when ``mujoco`` is installed.
 
 Part 2 (stability, the issue's must-show at full length): ``pbad`` order 2 with ``lm`` on CHAIN-10, -40 and
