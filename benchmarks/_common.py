@@ -9,6 +9,7 @@ in a tiny configuration with ``PBF_BENCH_OUT`` set to a temporary folder, so tes
 from __future__ import annotations
 
 import json
+import math
 import os
 import statistics
 import time
@@ -45,6 +46,20 @@ def median_time(fn: Callable[[], object], repeats: int = 7, min_time: float = 0.
 def growth_exponent(ns: Sequence[float], values: Sequence[float]) -> float:
     """Least-squares slope of log(value) against log(n)."""
     return float(np.polyfit(np.log(np.asarray(ns, float)), np.log(np.asarray(values, float)), 1)[0])
+
+
+def energy_error(E, scale: float, diverged: bool = False) -> float:
+    """DESIGN.md's energy error of a series: ``max_t |E(t) - E(0)|`` in percent of ``scale``; inf if diverged
+    (the formula of :meth:`pbframework.Trajectory.energy_error`, for series that are not Trajectories)."""
+    E = np.asarray(E, float)
+    return math.inf if diverged else float(np.max(np.abs(E - E[0]))) / scale * 100.0
+
+
+def energy_rise(E, scale: float, diverged: bool = False) -> float:
+    """``max_t (E(t) - E(0))`` in percent of ``scale``; inf if diverged
+    (:meth:`pbframework.Trajectory.energy_rise`)."""
+    E = np.asarray(E, float)
+    return math.inf if diverged else float(np.max(E - E[0])) / scale * 100.0
 
 
 def write_json(name: str, data) -> Path:

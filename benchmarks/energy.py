@@ -54,7 +54,7 @@ import numpy as np
 import pbframework as pbf
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import OUT  # noqa: E402  (same folder)
+from _common import OUT, energy_error, energy_rise  # noqa: E402  (same folder)
 from peer_mujoco import chain_mjcf, chunked_rollout, rollout_steps, trajectory_energy  # noqa: E402
 
 NE_METHODS = ("forward_euler", "semi_implicit_euler", "rk2", "rk3", "rk4")
@@ -87,8 +87,8 @@ def run_mujoco(n: int, dt: float, duration: float, integrator: str, energy_fn, s
     E = T + P
     return {"name": f"mujoco_{integrator.lower()}", "dt": dt, "wall": wall, "diverged": diverged_at is not None,
             "diverged_at": diverged_at, "t": (np.arange(len(E)) * dt), "E": E,
-            "error": float("inf") if diverged_at else float(np.max(np.abs(E - E[0])) / scale * 100),
-            "rise": float("inf") if diverged_at else float(np.max(E - E[0]) / scale * 100),
+            "error": energy_error(E, scale, diverged_at is not None),
+            "rise": energy_rise(E, scale, diverged_at is not None),
             "iterations": 0.0, "build": 0.0}
 
 
@@ -152,10 +152,9 @@ def _load_checkpoint(path: Path, sim, steps: int) -> dict | None:
     return ck
 
 
-def _save_checkpoint(path: Path, sim, steps: int, result: dict) -> None:
+def _save_checkpoint(path: Path, sim, result: dict) -> None:
     tmp = path.with_name(path.name + ".tmp.npz")
-    np.savez(tmp, nq=sim.model.nq, dt=sim.config.dt, signature=_signature(sim),
-             **result)
+    np.savez(tmp, nq=sim.model.nq, dt=sim.config.dt, signature=_signature(sim), **result)
     tmp.replace(path)
 
 
@@ -182,14 +181,14 @@ def run_pbf(opts: RunOptions, model, integrator: str, dt: float, duration: float
 
         def checkpoint(snapshot):
             if time.perf_counter() - last_save[0] >= opts.checkpoint_every:
-                _save_checkpoint(ck_path, sim, steps, snapshot())
+                _save_checkpoint(ck_path, sim, snapshot())
                 last_save[0] = time.perf_counter()
 
         out = chunked_rollout(sim, q0, dt, duration, opts.max_run_seconds, 0.1, log,
                               resume=_load_checkpoint(ck_path, sim, steps) if ck_path and opts.resume else None,
                               checkpoint=checkpoint if ck_path else None)
         if ck_path:
-            _save_checkpoint(ck_path, sim, steps, out)
+            _save_checkpoint(ck_path, sim, out)
         S, k = out["states"], out["steps_done"]
         E = trajectory_energy(sim, S, dt)
         diverged = out["status"] in ("diverged", "failed")
@@ -197,8 +196,7 @@ def run_pbf(opts: RunOptions, model, integrator: str, dt: float, duration: float
         return {"name": name + (f" [to {k * dt:g} s]" if out["status"] == "timeout" else ""), "dt": dt,
                 "wall": out["wall"], "build": build, "diverged": diverged,
                 "diverged_at": (k + 1) * dt if diverged else None, "t": np.arange(len(E)) * dt, "E": E,
-                "error": math.inf if diverged else float(np.max(np.abs(E - E[0]))) / scale * 100.0,
-                "rise": math.inf if diverged else float(np.max(E - E[0])) / scale * 100.0,
+                "error": energy_error(E, scale, diverged), "rise": energy_rise(E, scale, diverged),
                 "iterations": out["iterations"] / max(k, 1), "unconverged": out["unconverged"],
                 "halvings": out["halvings"], "solver": sim.solver_name, "status": out["status"]}
     with warnings.catch_warnings():

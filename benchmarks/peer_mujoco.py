@@ -42,7 +42,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import out_path, write_json  # noqa: E402
+from _common import energy_error, out_path, write_json  # noqa: E402
 
 import pbframework as pbf  # noqa: E402
 
@@ -121,13 +121,13 @@ def mujoco_run(model: pbf.ArticulatedBody, q0: np.ndarray, integrator: str, dt: 
         Q.append(de.qpos.copy())
         V.append(de.qvel.copy())
     E = np.asarray(E)
-    err = math.inf if diverged else 100.0 * float(np.max(np.abs(E - E[0]))) / scale
+    err = energy_error(E, scale, diverged)
     row = {"peer": "MuJoCo", "config": integrator, "dt": dt, "wall": wall, "error": err, "diverged": diverged,
            "timeout": False}
     if energy_fn is not None and not diverged:
         T, P = energy_fn(np.asarray(Q), np.asarray(V))
         Ep = np.asarray(T) + np.asarray(P)
-        row["error_pbf_energy"] = 100.0 * float(np.max(np.abs(Ep - Ep[0]))) / scale
+        row["error_pbf_energy"] = energy_error(Ep, scale)
     return row
 
 
@@ -220,7 +220,7 @@ def pbf_run(sim: pbf.Simulator, q0: np.ndarray, dt: float, duration: float, scal
     status, done = out["status"], out["steps_done"]
     E = trajectory_energy(sim, out["states"], dt)
     diverged = status in ("diverged", "failed") or not np.all(np.isfinite(E))
-    err = math.inf if diverged else 100.0 * float(np.max(np.abs(E - E[0]))) / scale
+    err = energy_error(E, scale, diverged)
     return {"peer": "pbframework", "config": f"pbad{sim.problem.order}/{sim.solver_name}", "dt": dt,
             "wall": out["wall"], "error": err, "diverged": diverged, "timeout": status == "timeout",
             "t_reached": done * dt, "iterations_per_step": out["iterations"] / max(done, 1),

@@ -110,9 +110,9 @@ class VMRunner:
         s = self.init(q0, qd0, t0, dt, uu) if state is None else np.asarray(state, float).ravel()
         S, rows = [s.copy()], []
         status = "done"
+        first = int(first_step) if state is not None else 0
         for k in range(int(steps)):
-            k0 = k + (int(first_step) if state is not None else 0)
-            sn, st, failed = self._step(s, t0 + k0 * dt, dt, uu, 0)
+            sn, st, failed = self._step(s, t0 + (first + k) * dt, dt, uu, 0)
             if failed:
                 status = "failed"
                 break
