@@ -275,13 +275,14 @@ def plot(results, path: Path) -> None:
     import matplotlib.pyplot as plt
 
     fig, axes = plt.subplots(1, len(results), figsize=(6.5 * len(results), 4.5), squeeze=False)
-    for ax, (n, res), tag in zip(axes[0], results.items(), "abcd"):
+    panels = {10: "Fig. 2(a) ", 100: "Fig. 2(b) "}        # seed 000's panels; other chains have none
+    for ax, (n, res) in zip(axes[0], results.items()):
         for r in res["rows"]:
             E = (np.asarray(r["E"]) - r["E"][0]) / res["scale"] * 100
             ax.plot(r["t"], np.clip(E, -150, 150), label=f"{r['name']} dt={r['dt']:g}"
                     + (" (diverged)" if r["diverged"] else ""), lw=1)
         ax.set_ylim(-110, 110)
-        ax.set_title(f"({tag}) CHAIN-{n}: total energy")
+        ax.set_title(f"{panels.get(n, '')}CHAIN-{n}: total energy")
         ax.set_xlabel("t [s]")
         ax.set_ylabel("E(t) - E(0)  [% of M g sum (i+0.5) L]")
         ax.legend(fontsize=7)

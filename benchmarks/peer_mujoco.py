@@ -22,6 +22,12 @@ Ratios at matched error: for every MuJoCo run that did not diverge, the fastest 
 same or a smaller energy error; ``ratio = wall(pbframework) / wall(MuJoCo)``. Targets (the issue): at
 most 1/3 on CHAIN-10 at every error level MuJoCo reaches; on CHAIN-40, against RK4 at 0.2 ms, at most 1/10.
 
+Floor: next to each pbframework run, the wall time of one native solver iteration (derivatives plus one
+Cholesky solve, timed at the first step) and ``floor_wall`` = that times the run's steps, the least any
+solver could spend at that order and dt (one iteration per step). The ratio table's ``floor`` column is
+the smallest ``floor_wall`` among the runs that reach MuJoCo's error, over MuJoCo's wall time: where it
+exceeds the target, fewer solver iterations alone cannot meet it.
+
 Writes ``peer_mujoco.json`` and ``peer_mujoco.png`` to ``benchmarks/out/`` or ``$PBF_BENCH_OUT``
 (benchmarks/_common.py).
 
@@ -213,10 +219,38 @@ def chunked_rollout(sim: pbf.Simulator, q0: np.ndarray, dt: float, duration: flo
     return {"states": np.concatenate(states), "status": status, **acc}
 
 
+def iteration_seconds(sim: pbf.Simulator, q0: np.ndarray, dt: float) -> float:
+    """Seconds of one native solver iteration of ``sim`` at its first step from rest at ``q0``: the solver's
+    derivatives (f, g and the Hessian or Gauss-Newton matrix; f and g for ``lbfgs``) plus, for ``lm`` /
+    ``jtj_lm``, one damped Cholesky factorisation and solve. Each part is the best of five native loops of
+    about 50 ms, timed in this thread's CPU time (on a shared machine a wall-clock loop that is preempted
+    reads 2-3x slower). A solver that converged in one iteration at every step would still need ``steps``
+    times this: the floor of the run's wall time at that dt, whatever the solver."""
+    runner, pb, nq = sim.runner, sim.problem, sim.model.nq
+    s = runner.init(q0, np.zeros(nq), 0.0, dt)
+    p = np.asarray(pb.params(s, 0.0, dt, sim.inputs(0.0, s[:nq], s[nq:2 * nq]))).ravel()
+    x = np.asarray(pb.guess(p)).ravel()
+
+    def cpu_seconds(what: str, reps: int) -> float:
+        c0 = time.thread_time()
+        runner.time_kernel(p, x, what, reps)
+        return (time.thread_time() - c0) / reps
+
+    def best(what: str) -> float:
+        reps = max(1, int(0.05 / max(cpu_seconds(what, 1), 1e-9)))
+        return min(cpu_seconds(what, reps) for _ in range(5))
+
+    if sim.solver_name == "lbfgs":
+        return best("gradient")
+    return best("hessian") + best("solve")
+
+
 def pbf_run(sim: pbf.Simulator, q0: np.ndarray, dt: float, duration: float, scale: float, max_seconds: float,
             chunk_seconds: float = 0.1) -> dict:
-    """One pbframework row of the table: :func:`chunked_rollout` and its energy error."""
+    """One pbframework row of the table: :func:`chunked_rollout`, its energy error, and the floor of its wall
+    time (:func:`iteration_seconds` times the steps of the whole duration)."""
     out = chunked_rollout(sim, q0, dt, duration, max_seconds, chunk_seconds)
+    iteration = iteration_seconds(sim, q0, dt)
     status, done = out["status"], out["steps_done"]
     E = trajectory_energy(sim, out["states"], dt)
     diverged = status in ("diverged", "failed") or not np.all(np.isfinite(E))
@@ -224,6 +258,7 @@ def pbf_run(sim: pbf.Simulator, q0: np.ndarray, dt: float, duration: float, scal
     return {"peer": "pbframework", "config": f"pbad{sim.problem.order}/{sim.solver_name}", "dt": dt,
             "wall": out["wall"], "error": err, "diverged": diverged, "timeout": status == "timeout",
             "t_reached": done * dt, "iterations_per_step": out["iterations"] / max(done, 1),
+            "iteration_s": iteration, "floor_wall": iteration * rollout_steps(duration, dt),
             "halvings": out["halvings"], "unconverged_steps": out["unconverged"]}
 
 
@@ -248,7 +283,8 @@ def matched(mj_rows: list[dict], pbf_rows: list[dict], target: float) -> list[di
                     "pbframework": f"{best['config']} dt={best['dt']}" if best else None,
                     "pbframework_error": best["error"] if best else None,
                     "pbframework_wall": best["wall"] if best else None, "ratio": ratio, "target": target,
-                    "met": ratio <= target})
+                    "met": ratio <= target,
+                    "floor_ratio": min(r["floor_wall"] for r in cands) / m["wall"] if cands else math.inf})
     return out
 
 
@@ -330,7 +366,8 @@ def main(argv=None) -> int:
                 rows.append(r)
                 print(f"  pbframework {r['config']:14s} dt={dt:5.3f} s   wall {r['wall']:8.3f} s  error {fmt_err(r)}"
                       f"  ({r['iterations_per_step']:.1f} it/step, {r['halvings']} halvings, "
-                      f"{r['unconverged_steps']} unconverged)", flush=True)
+                      f"{r['unconverged_steps']} unconverged; one iteration {r['iteration_s'] * 1e6:.1f} us, "
+                      f"floor {r['floor_wall']:.3f} s)", flush=True)
         results[name] = rows
         mj = [r for r in rows if r["peer"] == "MuJoCo"]
         if n == 40:
@@ -346,16 +383,18 @@ def main(argv=None) -> int:
         for r in rows:
             print(f"{name:9s} {r['peer']:12s} {r['config']:18s} {r['dt']:8.4g} {r['wall']:9.3f}  {fmt_err(r):>14s}  "
                   f"{'yes' if r['diverged'] else ('timeout' if r['timeout'] else 'no')}")
-    print("\nRatio of wall times at matched energy error: fastest pbframework run with error <= MuJoCo's")
+    print("\nRatio of wall times at matched energy error: fastest pbframework run with error <= MuJoCo's;")
+    print("floor: the smallest floor_wall (one solver iteration per step) of the runs with error <= MuJoCo's, "
+          "over MuJoCo's wall")
     print(f"{'model':9s} {'MuJoCo run':22s} {'error':>8s} {'wall':>8s} | {'pbframework run':24s} {'error':>8s} "
-          f"{'wall':>8s} | {'ratio':>7s} {'target':>7s} met")
+          f"{'wall':>8s} | {'ratio':>7s} {'target':>7s} met | {'floor':>7s}")
     for name, rows in ratios.items():
         for r in rows:
             pe = f"{r['pbframework_error']:.3g}%" if r["pbframework"] else "-"
             pw = f"{r['pbframework_wall']:.3f}" if r["pbframework"] else "-"
             print(f"{name:9s} {r['mujoco']:22s} {r['mujoco_error']:7.3g}% {r['mujoco_wall']:8.3f} | "
                   f"{r['pbframework'] or 'none reaches it':24s} {pe:>8s} {pw:>8s} | {r['ratio']:7.3g} "
-                  f"{r['target']:7.3g} {'yes' if r['met'] else 'NO'}")
+                  f"{r['target']:7.3g} {'yes' if r['met'] else 'NO ':3s} | {r['floor_ratio']:7.3g}")
     write_json("peer_mujoco.json", {"duration": args.duration, "results": results, "ratios": ratios,
                                     "builds": builds, "load_average": os.getloadavg()[0]})
     plot(results, out_path("peer_mujoco.png"), args.duration)

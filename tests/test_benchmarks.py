@@ -273,15 +273,18 @@ def test_peer_mujoco(tmp_path):
     for r in ours:
         assert r["t_reached"] == pytest.approx(duration), r
         assert r["iterations_per_step"] >= 1 and r["unconverged_steps"] == 0, r
+        steps = round(duration / r["dt"])
+        assert r["iteration_s"] > 0 and r["floor_wall"] == pytest.approx(steps * r["iteration_s"]), r
     ratios = data["ratios"]["CHAIN-3"]
     assert len(ratios) == len(mj)
     for r in ratios:
         assert r["target"] == pytest.approx(1 / 3)
         if r["pbframework"] is None:
-            assert r["ratio"] == math.inf and not r["met"]
+            assert r["ratio"] == math.inf and not r["met"] and r["floor_ratio"] == math.inf
         else:
             assert r["pbframework_error"] <= r["mujoco_error"], "matched: ours at the same or a smaller error"
             assert positive(r["ratio"]) and r["met"] == (r["ratio"] <= r["target"]), r
+            assert positive(r["floor_ratio"]) and math.isfinite(r["floor_ratio"]), r
     assert [(b["model"], b["order"]) for b in data["builds"]] == [("CHAIN-3", 2), ("CHAIN-3", 3)]
 
 
