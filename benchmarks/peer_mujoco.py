@@ -22,11 +22,11 @@ Ratios at matched error: for every MuJoCo run that did not diverge, the fastest 
 same or a smaller energy error; ``ratio = wall(pbframework) / wall(MuJoCo)``. Targets (the issue): at
 most 1/3 on CHAIN-10 at every error level MuJoCo reaches; on CHAIN-40, against RK4 at 0.2 ms, at most 1/10.
 
-Floor: next to each pbframework run, the wall time of one native solver iteration (derivatives plus one
-Cholesky solve, timed at the first step) and ``floor_wall`` = that times the run's steps, the least any
-solver could spend at that order and dt (one iteration per step). The ratio table's ``floor`` column is
+Floor: next to each pbframework run, the CPU time of one native iteration of its solver (derivatives plus
+one Cholesky solve, timed at the first step) and ``floor_wall`` = that times the run's steps: what the run
+would cost if this solver converged in one iteration at every step. The ratio table's ``floor`` column is
 the smallest ``floor_wall`` among the runs that reach MuJoCo's error, over MuJoCo's wall time: where it
-exceeds the target, fewer solver iterations alone cannot meet it.
+exceeds the target, fewer iterations of these solvers alone cannot meet it.
 
 Writes ``peer_mujoco.json`` and ``peer_mujoco.png`` to ``benchmarks/out/`` or ``$PBF_BENCH_OUT``
 (benchmarks/_common.py).
@@ -220,12 +220,18 @@ def chunked_rollout(sim: pbf.Simulator, q0: np.ndarray, dt: float, duration: flo
 
 
 def iteration_seconds(sim: pbf.Simulator, q0: np.ndarray, dt: float) -> float:
-    """Seconds of one native solver iteration of ``sim`` at its first step from rest at ``q0``: the solver's
-    derivatives (f, g and the Hessian or Gauss-Newton matrix; f and g for ``lbfgs``) plus, for ``lm`` /
-    ``jtj_lm``, one damped Cholesky factorisation and solve. Each part is the best of five native loops of
-    about 50 ms, timed in this thread's CPU time (on a shared machine a wall-clock loop that is preempted
-    reads 2-3x slower). A solver that converged in one iteration at every step would still need ``steps``
-    times this: the floor of the run's wall time at that dt, whatever the solver."""
+    """CPU seconds of one native iteration of ``sim``'s solver at its first step from rest at ``q0``: the
+    solver's derivatives (f, g and the Hessian or Gauss-Newton matrix; f and g for ``lbfgs``) plus, for
+    ``lm`` / ``jtj_lm``, one damped Cholesky factorisation and solve. Each part is the best of five native
+    loops of about 50 ms, timed in this thread's CPU time (on a shared machine a wall-clock loop that is
+    preempted reads 2-3x slower). ``steps`` times this is what a run would cost if the solver converged in
+    one iteration at every step.
+
+    Raises:
+        ValueError: ``sim`` is not an implicit integrator on the ``c`` backend (nothing to time)."""
+    if sim.runner is None or not sim.implicit or getattr(sim.runner, "time_kernel", None) is None:
+        raise ValueError(f"iteration_seconds: needs an implicit integrator on the c backend, got "
+                         f"{sim.integrator!r} on {sim.backend!r}")
     runner, pb, nq = sim.runner, sim.problem, sim.model.nq
     s = runner.init(q0, np.zeros(nq), 0.0, dt)
     p = np.asarray(pb.params(s, 0.0, dt, sim.inputs(0.0, s[:nq], s[nq:2 * nq]))).ravel()

@@ -302,14 +302,34 @@ class CRunner:
     def time_kernel(self, p, x, what: str = "gradient", reps: int = 100) -> float:
         """Seconds per native evaluation at ``(x, p)``, the loop running in C: ``what`` = ``"gradient"``
         (objective and gradient), ``"hessian"`` (the solver's f, g, H: one LM iteration's derivatives) or
-        ``"solve"`` (one damped Cholesky factorisation and solve)."""
-        code = {"gradient": 0, "hessian": 1, "solve": 2}[what]
+        ``"solve"`` (one damped Cholesky factorisation and solve).
+
+        Raises:
+            ValueError: an unknown ``what``, or an objective that is not finite at ``(x, p)`` (the timing
+                would be of an early exit).
+        """
+        codes = {"gradient": 0, "hessian": 1, "solve": 2}
+        if what not in codes:
+            raise ValueError(f"what must be one of {', '.join(map(repr, codes))}, got {what!r}")
         pp, xx = self._vec(p, self.np, "p"), self._vec(x, self.nx, "x") if self.nx else np.zeros(1, self.dtype)
         out = np.zeros(2, dtype=self.dtype)
+        if self.plan.weight:
+            # pbf_bench evaluates with the residual weight's Cholesky factor found in the work arrays; a
+            # solve limited to zero iterations factors M(p) there first (else the factor of whatever ran
+            # before, or none, would be used)
+            opt0 = self._opt.copy()
+            opt0[0] = 0                                        # PBF_OPT_MAX_ITER
+            x0, st = xx.copy(), np.zeros(_NST, dtype=np.int64)
+            self._lib.pbf_solve(self._p(opt0), self._p(pp), self._p(x0), self._ip(st), self._p(out),
+                                self._p(self._w), self._ip(self._iw))
         t0 = time.perf_counter()
-        self._lib.pbf_bench(self._p(self._opt), self._p(pp), self._p(xx), code, int(reps), self._p(out),
+        self._lib.pbf_bench(self._p(self._opt), self._p(pp), self._p(xx), codes[what], int(reps), self._p(out),
                             self._p(self._w), self._ip(self._iw))
-        return (time.perf_counter() - t0) / max(int(reps), 1)
+        seconds = (time.perf_counter() - t0) / max(int(reps), 1)
+        if self.nx and not np.isfinite(out[0]):
+            raise ValueError(f"time_kernel: the objective is not finite at (x, p) ({out[0]}); choose a point where "
+                             f"the step problem is defined")
+        return seconds
 
     # -- single calls ------------------------------------------------------------------------------------
     def solve(self, x0: np.ndarray, p: np.ndarray):

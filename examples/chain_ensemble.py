@@ -6,10 +6,11 @@ metres apart within seconds. This script runs M such starts at once with ``Simul
 ``rollout`` exactly, which the script checks for two of them) with two integrators, and reports how the
 spread of the chain's tip across the ensemble grows:
 
-* ``rk4`` at dt = 1 ms, which keeps the energy of the unperturbed start to 0.45% over 10 s
-  (benchmarks/peer_mujoco.py): the spread grows from 1.6e-5 m past 0.1 m at t = 7.25 s and to 1.3 m at
-  10 s (measured with the defaults: 128 starts, 44 s on 2 threads). Some members whip harder than the
-  unperturbed start: the largest energy error in the ensemble is 32%;
+* ``rk4`` at dt = 1 ms, which keeps the energy of the unperturbed start to 0.49% of DESIGN.md's scale over
+  10 s (measured; MuJoCo's RK4 at that step: 0.45%, benchmarks/peer_mujoco.py): the spread grows from
+  1.6e-5 m past 0.1 m at t = 7.25 s and to 1.3 m at 10 s (measured with the defaults: 128 starts, 44 s on
+  2 threads). Some members whip harder than the unperturbed start: the largest energy error in the
+  ensemble is 32%;
 * ``pbad`` order 2 at dt = 10 ms, stable at any step but dissipative (63% of the energy scale lost): the
   damping also removes the sensitivity, and the spread stays below 2e-5 m (4.8 s for the 128). Use it
   where robustness at large steps matters more than the motion's fine detail; order 3 at 2.5 ms follows
@@ -19,7 +20,7 @@ The first run compiles the generated C (a few seconds per integrator; ``pbf cach
 libraries), later runs load it from the cache.
 
     python examples/chain_ensemble.py                    # 128 starts, 10 s
-    python examples/chain_ensemble.py --members 1024 --threads 2
+    python examples/chain_ensemble.py --members 256 --threads 2   # ~5 MB of states per member and 10 s
     python examples/chain_ensemble.py --fast             # 8 starts, 1 s (also: PBF_EXAMPLES_FAST=1)
 """
 
@@ -36,6 +37,9 @@ import numpy as np
 import pbframework as pbf
 from pbframework import models
 from pbframework.kinematics import point_position
+
+INTEGRATORS = (("rk4", None, 0.001), ("pbad", 2, 0.01))
+"""(integrator, order, dt) of the two ensembles."""
 
 
 def output_dir(arg: str | None) -> Path:
@@ -54,12 +58,9 @@ def tip_positions(model: pbf.ArticulatedBody, q: np.ndarray) -> np.ndarray:
     return np.asarray(X(flat.T, tip)).T.reshape(q.shape[:-1] + (3,))
 
 
-INTEGRATORS = (("rk4", None, 0.001), ("pbad", 2, 0.01))
-"""(integrator, order, dt) of the two ensembles."""
-
-
 def tip_spread(model: pbf.ArticulatedBody, q: np.ndarray) -> np.ndarray:
-    """rms distance of the tips to their ensemble mean at every time, from ``q`` of shape (M, steps+1, nq)."""
+    """rms distance of the tips to their ensemble mean at every time, from ``q`` of shape (M, steps+1, nq)
+    (the members that did not diverge: a diverged member's rows repeat its last state)."""
     tips = tip_positions(model, q)
     return np.sqrt(((tips - tips.mean(axis=0)) ** 2).sum(axis=2).mean(axis=0))
 
@@ -81,12 +82,16 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--out", help="output folder (default $PBF_EXAMPLES_OUT or <tmp>/pbframework_examples)")
     args = ap.parse_args(argv)
     fast = args.fast or os.environ.get("PBF_EXAMPLES_FAST") == "1"
-    M = args.members or (8 if fast else 128)
-    duration = args.duration or (1.0 if fast else 10.0)
+    M = args.members if args.members is not None else (8 if fast else 128)
+    duration = args.duration if args.duration is not None else (1.0 if fast else 10.0)
     if M < 2:
         ap.error(f"--members must be at least 2 (a spread needs two trajectories), got {M}")
-    if not args.sigma > 0:
-        ap.error(f"--sigma must be positive, got {args.sigma}")
+    if not (np.isfinite(duration) and duration > 0):
+        ap.error(f"--duration must be a positive number of seconds, got {duration}")
+    if not (np.isfinite(args.sigma) and args.sigma > 0):
+        ap.error(f"--sigma must be a positive angle in radians, got {args.sigma}")
+    if args.threads is not None and args.threads < 1:
+        ap.error(f"--threads must be at least 1, got {args.threads}")
     out = output_dir(args.out)
 
     model = models.chain(10)
@@ -101,8 +106,12 @@ def main(argv: list[str] | None = None) -> dict:
               f"{batch.wall_time:.2f} s (build {sim.build_time:.1f} s), diverged: {int(batch.diverged.sum())}")
         identical = True                  # each member of the batch is exactly the single rollout from its start
         for m in (0, M - 1):
-            identical &= bool(np.array_equal(sim.rollout(Q0[m], None, duration).q, batch.q[m]))
-        spread = tip_spread(model, batch.q)
+            one = sim.rollout(Q0[m], None, duration)
+            identical &= bool(np.array_equal(one.q, batch.q[m, : int(batch.steps_done[m]) + 1]))
+        alive = ~batch.diverged
+        if alive.sum() < 2:
+            raise SystemExit(f"{label}: fewer than two members ran {duration:g} s without diverging")
+        spread = tip_spread(model, batch.q[alive])
         above = np.flatnonzero(spread > 0.1)
         horizon = float(batch.t[above[0]]) if above.size else None
         print(f"  members 0 and {M - 1} identical to single rollouts: {'yes' if identical else 'NO'}; tip spread "

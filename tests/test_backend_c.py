@@ -388,3 +388,22 @@ def test_step_library_source_is_warning_free(tmp_path, order, solver, objective,
     res = subprocess.run(["gcc", "-fsyntax-only", "-Wall", "-Wextra", "-Wno-unused-parameter", "-Werror",
                           str(path)], capture_output=True, text=True)
     assert res.returncode == 0, res.stderr[-2000:]
+
+
+def test_time_kernel_factors_the_residual_weight_itself():
+    """``CRunner.time_kernel`` on a weighted least-squares problem (order-3 collocation, W = M_k^-1) times a
+    finite evaluation on a fresh runner (the weight's factor is computed for the given p, not inherited from an
+    earlier call), and refuses an unknown kernel or a point where the objective is not finite."""
+    model, q0, forces = _chain(3)
+    sim = Simulator(model, "pbad", order=3, solver="jtj_lm", dt=0.01, forces=forces, backend="c")
+    runner, pb, nq = sim.runner, sim.problem, model.nq
+    assert runner.plan.weight
+    s = runner.init(q0, np.zeros(nq), 0.0, 0.01)
+    p = np.asarray(pb.params(s, 0.0, 0.01, sim.inputs(0.0, s[:nq], s[nq:2 * nq]))).ravel()
+    x = np.asarray(pb.guess(p)).ravel()
+    for what in ("gradient", "hessian", "solve"):
+        assert runner.time_kernel(p, x, what, reps=3) > 0.0
+    with pytest.raises(ValueError, match="what must be one of"):
+        runner.time_kernel(p, x, "jacobian")
+    with pytest.raises(ValueError, match="not finite"):
+        runner.time_kernel(p, np.full_like(x, np.nan), "hessian", reps=1)

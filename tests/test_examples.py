@@ -49,16 +49,24 @@ def _check_spider_walk(out: Path, stdout: str) -> None:
 def _check_chain_ensemble(out: Path, stdout: str) -> None:
     results = json.loads((out / "chain_ensemble.json").read_text())
     assert (out / "chain_ensemble.png").stat().st_size > 0
-    assert set(results["runs"]) == {"rk4 dt=0.001", "pbad2 dt=0.01"}, results
-    for name, r in results["runs"].items():
+    runs = results["runs"]
+    assert results["members"] == 8 and results["duration_s"] == 1.0, results
+    assert set(runs) == {"rk4 dt=0.001", "pbad2 dt=0.01"}, results
+    for name, r in runs.items():
         assert r["identical_to_single"] and r["diverged"] == 0 and r["unconverged_steps"] == 0, (name, r)
         # sigma = 1e-6 rad on 20 angles of a 10 m chain: a tip spread of ~1e-5 m, not grown within 1 s
-        assert 1e-6 < r["spread_start_m"] < 1e-4 and r["spread_end_m"] < 1e-3, (name, r)
-        assert 0.0 <= r["energy_error_percent"] < 100.0, (name, r)
+        assert 1e-6 < r["spread_start_m"] < 1e-4 and r["spread_end_m"] < 1e-4, (name, r)
+        assert r["horizon_0.1m_s"] is None, (name, r)
+    assert runs["rk4 dt=0.001"]["spread_start_m"] == runs["pbad2 dt=0.01"]["spread_start_m"], "the same starts"
+    # the first second has no whip: RK4 at 1 ms holds the energy (measured 2e-7 %), order-2 PBAD at 10 ms
+    # has begun to dissipate (3.9 %)
+    assert runs["rk4 dt=0.001"]["energy_error_percent"] < 1e-3, runs
+    assert 0.5 < runs["pbad2 dt=0.01"]["energy_error_percent"] < 10.0, runs
     assert "identical to single rollouts: yes" in stdout
 
 
-CHECKS = {"chain_fall": _check_chain_fall, "chain_ensemble": _check_chain_ensemble, "swimmer_cmaes": _check_swimmer_cmaes,
+CHECKS = {"chain_fall": _check_chain_fall, "chain_ensemble": _check_chain_ensemble,
+          "swimmer_cmaes": _check_swimmer_cmaes,
           "spider_walk": _check_spider_walk}
 
 
