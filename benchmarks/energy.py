@@ -10,7 +10,18 @@ CHAIN-100 at order 3 is a long run: 4000 solves with a 400 x 400 Jacobian, 0.1 s
 (measured on 2 cores; t = 2.8 s took 81 min). At 10 ms it is no cheaper: 0.1 s per 6 s at the start but per
 ~230 s at t = 2 s, where every step needs ~200 iterations and halvings. Run it in pieces with
 ``--max-run-seconds`` and ``--resume`` (below).
-MuJoCo's RK4 at the same dt runs alongside as the peer when ``mujoco`` is installed.
+MuJoCo's RK4 at the same dt runs alongside as the peer when ``mujoco`` is installed, and our RK4 at
+``--reference-dt`` (0.1 ms) as the reference of what the exact motion's energy does.
+
+Measured on CHAIN-100 (DESIGN.md's 1 m links: the tip whips from t ~ 1.5 s on): every Newton-Euler method
+at 2.5 ms diverges by t = 2.6 s, MuJoCo's RK4 too; our RK4 diverges at 0.5 ms (t = 4.2 s) and holds the
+energy within 4.7% at 0.25 ms (21 s of wall) and 3.0% at 0.1 ms (54 s; +0.18% at 3 s, +0.32% at 10 s).
+Order-2 PBAD at 2.5 ms runs the 10 s and loses 92% of the scale. Order 3 holds the energy until the whip
+(within 0.06% to t = 1.6 s at 2.5 ms, 0.02% to t = 1.9 s at 0.625 ms), then *gains* energy at both steps
+tried: at 2.5 ms +4.5% at 2 s, +12% at 2.5 s, +84% at 3.1 s (halvings at most steps from 2 s on; 8762 s
+of wall to t = 3.1 s); at 0.625 ms
+(``--pbad-dt 100:0.000625``) +0.15% at 2 s, +2.0% at 2.5 s, +20% at 3.0 s (0 halvings before 2.6 s; 1838 s
+of wall to t = 3.0 s, four times fewer than at 2.5 ms).
 
 Part 2 (stability, the issue's must-show at full length): ``pbad`` order 2 with ``lm`` on CHAIN-10, -40 and
 -100 at dt = 0.05 and 0.1 for 10 s: diverged or not, and how far the total energy ever rises above its
@@ -30,6 +41,8 @@ Usage::
         --max-run-seconds 3600 --resume         # CHAIN-100 in pieces of at most an hour per rollout:
                                                 # each run continues every PBAD rollout from its
                                                 # checkpoint (identical results; wall times add up)
+    python benchmarks/energy.py --chains 100 --no-stability --name energy_chain100 --resume --report-only
+                                                # the table and figure of the checkpoints as they are
 
 The "build" column is the Simulator's set-up (for ``c`` the C source generation and compilation on a cold
 cache; nothing on a warm one); wall is the rollout alone.
@@ -113,6 +126,11 @@ class RunOptions:
         resume: ``--resume``: continue every native PBAD rollout from its checkpoint (the results of an
             uninterrupted run; a checkpoint of another build, solver, dt or start, or a longer one, is
             refused).
+        report_only: ``--report-only``: report every native PBAD rollout as its checkpoint left it, without
+            a further step (a missing checkpoint is an error): the figure and table of a long run stopped
+            part-way.
+        reference_dt: ``--reference-dt``: the step of an RK4 reference series (0: none), fine enough to show
+            what the energy of the exact motion does through the chain's whips.
     """
 
     backend: str = "c"
@@ -123,6 +141,8 @@ class RunOptions:
     checkpoint_stem: str | None = None
     checkpoint_every: float = 120.0
     resume: bool = False
+    report_only: bool = False
+    reference_dt: float = 1e-4
 
 
 def _checkpoint_path(opts: RunOptions, model, name: str, dt: float) -> Path:
@@ -184,11 +204,19 @@ def run_pbf(opts: RunOptions, model, integrator: str, dt: float, duration: float
                 _save_checkpoint(ck_path, sim, snapshot())
                 last_save[0] = time.perf_counter()
 
-        out = chunked_rollout(sim, q0, dt, duration, opts.max_run_seconds, 0.1, log,
-                              resume=_load_checkpoint(ck_path, sim, steps) if ck_path and opts.resume else None,
-                              checkpoint=checkpoint if ck_path else None)
-        if ck_path:
-            _save_checkpoint(ck_path, sim, out)
+        resume = _load_checkpoint(ck_path, sim, steps) if ck_path and opts.resume else None
+        if opts.report_only:
+            if resume is None:
+                raise SystemExit(f"--report-only: no checkpoint {ck_path.name} to report")
+            status = resume.get("status")
+            if status not in ("done", "diverged", "failed"):
+                status = "done" if resume["steps_done"] >= steps else "timeout"
+            out = {**resume, "states": np.asarray(resume["states"], float), "status": status}
+        else:
+            out = chunked_rollout(sim, q0, dt, duration, opts.max_run_seconds, 0.1, log, resume=resume,
+                                  checkpoint=checkpoint if ck_path else None)
+            if ck_path:
+                _save_checkpoint(ck_path, sim, out)
         S, k = out["states"], out["steps_done"]
         E = trajectory_energy(sim, S, dt)
         diverged = out["status"] in ("diverged", "failed")
@@ -232,6 +260,9 @@ def fig2(opts: RunOptions, chains, duration, ne_dt, pbad_dt) -> dict:
         model = pbf.models.chain(n)
         scale = pbf.models.chain_energy_scale(model)
         rows = [run_pbf(opts, model, name, ne_dt, duration) for name in NE_METHODS]
+        if opts.reference_dt:
+            rows.append(run_pbf(opts, model, "rk4", opts.reference_dt, duration))
+            rows[-1]["name"] = "rk4 (reference)"
         sim = pbf.Simulator(model, "rk4", dt=ne_dt)
         mj = run_mujoco(n, ne_dt, duration, "RK4", sim.energy, scale)
         if mj:
@@ -318,14 +349,23 @@ def main(argv=None) -> int:
     ap.add_argument("--resume", action="store_true",
                     help="continue native PBAD rollouts from their checkpoints (identical results), e.g. a run "
                          "stopped by --max-run-seconds; implies checkpoints every 120 s")
+    ap.add_argument("--report-only", action="store_true",
+                    help="with --resume: report the PBAD rollouts as their checkpoints left them, no further step")
+    ap.add_argument("--reference-dt", type=float, default=1e-4,
+                    help="step of the RK4 reference series (default 1e-4 s; 0: none)")
     args = ap.parse_args(argv)
+    if args.report_only and not args.resume:
+        ap.error("--report-only reports checkpoints: give --resume too")
+    if not (math.isfinite(args.reference_dt) and args.reference_dt >= 0):
+        ap.error(f"--reference-dt must be 0 (none) or a positive step in seconds, got {args.reference_dt}")
     checkpoints = args.checkpoint_every is not None or args.resume
     opts = RunOptions(
         backend=args.backend, pbad_orders=tuple(int(k) for k in args.pbad_orders.split(",")),
         pbad_duration={int(k): float(v) for k, v in (kv.split(":") for kv in args.pbad_duration.split(",") if kv)},
         max_run_seconds=args.max_run_seconds, log_every=args.log_every,
         checkpoint_stem=args.name if checkpoints else None, resume=args.resume,
-        checkpoint_every=120.0 if args.checkpoint_every is None else args.checkpoint_every)
+        checkpoint_every=120.0 if args.checkpoint_every is None else args.checkpoint_every,
+        report_only=args.report_only, reference_dt=args.reference_dt)
     duration = args.duration or (2.0 if args.quick else 10.0)
     chains = [int(c) for c in (args.chains or ("10,40" if args.quick else "10,100")).split(",")]
     pbad_dt = {int(k): float(v) for k, v in (kv.split(":") for kv in args.pbad_dt.split(","))}

@@ -155,14 +155,16 @@ def test_energy(tmp_path):
     assert data["duration"] == duration and data["pbad_dt"] == {"3": 0.02}
     rows = {r["name"]: r for r in data["fig2"]["3"]["rows"]}
     ne = ["forward_euler", "semi_implicit_euler", "rk2", "rk3", "rk4"]
-    assert list(rows) == ne + (["mujoco_rk4"] if HAS_MUJOCO else []) + ["pbad2", "pbad3"]
+    assert list(rows) == ne + ["rk4 (reference)"] + (["mujoco_rk4"] if HAS_MUJOCO else []) + ["pbad2", "pbad3"]
     for name, r in rows.items():
         check_energy_row(r)
         steps = round(duration / r["dt"])
         assert len(r["t"]) == len(r["E"]) == steps + 1, name
         assert r["t"][-1] == pytest.approx(duration), name
         assert all(math.isfinite(e) for e in r["E"]), name
-    assert rows["rk4"]["dt"] == 0.01 and rows["pbad2"]["dt"] == 0.02
+    assert rows["rk4"]["dt"] == 0.01 and rows["pbad2"]["dt"] == 0.02 and rows["rk4 (reference)"]["dt"] == 1e-4
+    # RK4's error falls as dt^4: the reference at 1e-4 s is far more exact than RK4 at 0.01 s
+    assert rows["rk4 (reference)"]["error"] <= rows["rk4"]["error"]
     assert (rows["pbad2"]["solver"], rows["pbad3"]["solver"]) == ("lm", "jtj_lm")
     for name in ("pbad2", "pbad3"):
         assert rows[name]["iterations"] >= 1 and rows[name]["unconverged"] == 0, rows[name]
@@ -189,6 +191,12 @@ def test_energy_stopped_and_resumed_equals_one_run(tmp_path):
         assert part["name"] == f"pbad3 [to {stop_at:g} s]" and part["status"] == "timeout"
         assert len(part["E"]) == round(stop_at / 0.01) + 1
         assert ("resuming from" in stdout) == (stop_at > 0.1)
+    # --report-only: the checkpoint as it is (t = 0.2 s), twice, without a step
+    for _ in range(2):
+        _, stdout = run_benchmark(tmp_path, "energy.py", *common, "--name", "parts", "--resume", "--report-only")
+        reported = load(out, "parts")["fig2"]["3"]["rows"][-1]
+        assert reported["name"] == "pbad3 [to 0.2 s]" and reported["E"] == part["E"]
+        assert reported["iterations"] == part["iterations"] and reported["wall"] == part["wall"]
     _, stdout = run_benchmark(tmp_path, "energy.py", *common, "--name", "parts", "--resume")
     assert "resuming from parts_chain3_pbad3_dt0.01.ckpt.npz at t=0.2 s" in stdout
     part = load(out, "parts")["fig2"]["3"]["rows"][-1]
@@ -199,16 +207,17 @@ def test_energy_stopped_and_resumed_equals_one_run(tmp_path):
 
 
 def test_energy_refuses_a_checkpoint_of_another_run(tmp_path):
-    """--resume never glues a checkpoint onto a different run: a longer one, or one of another build."""
+    """--resume never glues a checkpoint onto a different run: a longer one, or one of another build;
+    --report-only without a checkpoint is an error, not an empty series."""
     common = ["--chains", 3, "--ne-dt", 0.05, "--pbad-dt", "3:0.01", "--no-stability", "--pbad-orders", 3,
               "--name", "ck", "--resume"]
     out, _ = run_benchmark(tmp_path, "energy.py", "--duration", 0.2, *common)
     ck = out / "ck_chain3_pbad3_dt0.01.ckpt.npz"
     env = {**os.environ, "PBF_BENCH_OUT": str(out), "MPLBACKEND": "Agg"}
 
-    def rerun(duration):
+    def rerun(duration, *extra):
         return subprocess.run([sys.executable, "benchmarks/energy.py", "--duration", str(duration),
-                               *map(str, common)], cwd=ROOT, env=env, capture_output=True, text=True,
+                               *map(str, common), *extra], cwd=ROOT, env=env, capture_output=True, text=True,
                               timeout=TIMEOUT_S)
 
     proc = rerun(0.1)
@@ -219,6 +228,9 @@ def test_energy_refuses_a_checkpoint_of_another_run(tmp_path):
     np.savez(ck, **data)
     proc = rerun(0.2)
     assert proc.returncode != 0 and "a checkpoint of a different run" in proc.stderr
+    ck.unlink()
+    proc = rerun(0.2, "--report-only")
+    assert proc.returncode != 0 and "--report-only: no checkpoint ck_chain3_pbad3_dt0.01.ckpt.npz" in proc.stderr
 
 
 def test_solvers(tmp_path):
