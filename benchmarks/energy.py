@@ -242,6 +242,10 @@ def _downsample(t, E, n=2000):
     return np.asarray(t)[::k].tolist(), np.asarray(E)[::k].tolist()
 
 
+def _error_text(r: dict) -> str:
+    return f"diverged at {r['diverged_at']:.2f} s" if r["diverged"] else f"{r['error']:.3g}%"
+
+
 def table(rows, title: str, scale: float) -> None:
     print(f"\n{title}   (energy scale {scale:.1f} J)")
     print(f"{'method':<30}{'dt [s]':>8}{'diverged':>12}{'max|E-E0| %':>14}{'max rise %':>12}{'wall [s]':>10}"
@@ -277,8 +281,8 @@ def fig2(opts: RunOptions, chains, duration, ne_dt, pbad_dt) -> dict:
         ours = next(r for r in rows if r["name"] == "rk4")
         if mj:
             print(f"peer ratio, RK4 at dt={ne_dt}: pbframework wall / MuJoCo wall = "
-                  f"{ours['wall'] / max(mj['wall'], 1e-12):.2f}; energy error {ours['error']:.3g}% vs "
-                  f"{mj['error']:.3g}%")
+                  f"{ours['wall'] / max(mj['wall'], 1e-12):.2f}; energy error {_error_text(ours)} vs "
+                  f"{_error_text(mj)}")
         results[n] = {"scale": scale, "rows": rows}
     return results
 
