@@ -28,8 +28,10 @@ class Trajectory:
         qd: velocity estimates, shape (n+1, nq) (the integrator's; see ``info["velocity"]``).
         kinetic, potential, energy: shape (n+1,); ``energy = kinetic + potential``. Kinetic energy is
             ``qd^T M(q) qd / 2`` (CRBA), except where the integrator reports its own (PBAD order 2: the
-            kinetic energy of the chord velocity ``(P(q_{k+1}) - P(q_k)) / dt`` of every body point);
-            potential energy is the sum of the conservative force models' ``energy``.
+            kinetic energy of the chord velocity ``(P(q_{k+1}) - P(q_k)) / dt`` of every body point) after
+            the first step; at t0 it is always the exact ``qd0^T M(q0) qd0 / 2`` of the start, so
+            ``energy[0]`` is the physical initial energy that ``energy_error`` and ``energy_rise`` measure
+            from. Potential energy is the sum of the conservative force models' ``energy``.
         stats: per-step arrays of length n: ``iterations`` (solver iterations, summed over retries),
             ``grad_norm`` (final gradient infinity norm), ``converged`` (bool), ``halvings`` (how many times
             the step was retried as two half steps), ``evaluations`` (problem-function calls),
@@ -150,7 +152,8 @@ class BatchTrajectory:
         t: times, shape (steps+1,).
         q, qd: shape (M, steps+1, nq); rows past ``steps_done[m]`` (a diverged or failed trajectory) repeat
             that trajectory's last state, so the arrays stay rectangular.
-        kinetic, potential, energy: shape (M, steps+1).
+        kinetic, potential, energy: shape (M, steps+1), as in :class:`Trajectory` (column 0: each start's
+            exact energy).
         stats: per-step arrays of shape (M, steps): ``iterations``, ``grad_norm``, ``converged``,
             ``halvings``, ``evaluations`` (zero / False past ``steps_done[m]``).
         steps_done: steps each trajectory completed, shape (M,).
