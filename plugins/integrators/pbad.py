@@ -66,7 +66,7 @@ scheme ``x_{k+1} - 2 x_k + x_{k-1} = -dt^2 w^2 x_{k+1}`` multiplied by ``x_{k+1}
 
     (v_{k+1}^2 + w^2 x_{k+1}^2)/2 - (v_k^2 + w^2 x_k^2)/2 = -(v_{k+1} - v_k)^2/2 - w^2 (x_{k+1} - x_k)^2/2 <= 0,
 
-so the reported energy never grows (the second-order BDF2 estimate has no such property and, at large dt
+so the scheme's energy never grows from step to step (the second-order BDF2 estimate has no such property and, at large dt
 on long chains, reports energy the positions do not have). For K >= 3 it is the derivative at ``t_{k+1}``
 of the configuration-space polynomial through the K+1 node configurations (accurate to the scheme's
 order). The first history node ``q(t0 + tau_0 dt)`` comes from
@@ -96,7 +96,9 @@ retry).
 Accuracy and limits (measured, see tests/test_convergence.py and benchmarks/): global order K-1 (the
 paper's §6.1 remark: order-K collocation is comparable to Runge-Kutta of order K-1): 0.84 (fit, -> 1),
 1.97 and 3.04 for K = 2, 3, 4 on CHAIN-3. Order 2 is strongly dissipative and stable at any tested step
-(CHAIN-10/40/100 at 0.05 and 0.1 s for 10 s, energy never above its start). Order 3 is not dissipative:
+(CHAIN-10/40/100 at 0.05 and 0.1 s for 10 s without divergence; the energy never above its exact start
+value, except on CHAIN-100: +0.35% at 0.05 s and +5.1% at 0.1 s after the first step, from the Taylor
+start, see "Reported kinetic energy"). Order 3 is not dissipative:
 on CHAIN-10 at 2.5 ms it holds the energy to 0.1% for 6 s but gains energy once the chain whips
 (|qd| > 20 rad/s); at 0.05 s its steps need hundreds of solver iterations. Use order 2 for large steps,
 order >= 3 for accuracy at small ones. On ``x'' = -w^2 x`` (spectral radius rho of the step map, h = dt w)
