@@ -142,15 +142,9 @@ def mujoco_run(model: pbf.ArticulatedBody, q0: np.ndarray, integrator: str, dt: 
 # ---------------------------------------------------------------------------------------------------------
 
 def trajectory_energy(sim: pbf.Simulator, states: np.ndarray, dt: float) -> np.ndarray:
-    """The Simulator's energy of the integrator states of a rollout from its start (row 0): exact potential;
-    the problem's own kinetic energy where it reports one, else ``qd^T M qd / 2``; at row 0 the start's
-    exact kinetic energy, as in :class:`pbframework.Trajectory`."""
-    nq = sim.model.nq
-    T, V = sim.energy(states[:, :nq], states[:, nq:2 * nq])
-    if sim.problem.kinetic is not None:
-        T0 = T[0]
-        T = np.asarray(sim.problem.kinetic.map(states.shape[0])(states.T, dt)).ravel()
-        T[0] = T0
+    """The Simulator's total energy of the integrator states of a rollout at step ``dt`` from its start
+    (:meth:`pbframework.Simulator.rollout_energy`)."""
+    T, V = sim.rollout_energy(states, dt)
     return T + V
 
 

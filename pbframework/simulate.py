@@ -203,6 +203,32 @@ class Simulator:
         T, V = self.energy_function.map(n)(q.T, qd.T)
         return np.asarray(T).ravel(), np.asarray(V).ravel()
 
+    def rollout_energy(self, states: np.ndarray, dt: float | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """Reported kinetic and potential energy of the integrator states of rollouts from their start.
+
+        ``states`` has shape (n+1, ns) or (M, n+1, ns), row 0 of each rollout its initial state; ``dt`` is
+        the rollout's step (default: the Simulator's). Potential energy is exact. Kinetic energy is
+        ``qd^T M qd / 2`` of the velocity slots, or the problem's own where it has one (PBAD order 2: the
+        chord velocity to the history node), except at row 0, which is always the start's exact
+        ``qd0^T M qd0 / 2``: there the history node comes from a Taylor expansion, not from a step, and its
+        chord is an O(dt) estimate of ``qd0`` that can be far off at large dt (CHAIN-100 at rest,
+        dt = 0.1 s: 14.7% of the energy scale, where the exact value is 0).
+
+        Returns:
+            ``(T, V)``, each of shape ``states.shape[:-1]``.
+        """
+        states = np.asarray(states, dtype=float)
+        nq, shape = self.model.nq, states.shape[:-1]
+        flat = states.reshape(-1, states.shape[-1])
+        T, V = self.energy(flat[:, :nq], flat[:, nq:2 * nq])
+        T, V = T.reshape(shape), V.reshape(shape)
+        if self.problem.kinetic is not None:
+            step = self.config.dt if dt is None else float(dt)
+            chord = np.asarray(self.problem.kinetic.map(len(flat))(flat.T, step)).reshape(shape)
+            chord[..., 0] = T[..., 0]
+            T = chord
+        return T, V
+
     @property
     def energy_scale(self) -> float | None:
         """DESIGN.md's CHAIN-N energy scale for chain models, else None."""
@@ -440,11 +466,7 @@ class Simulator:
                                   f"t={t0 + int(done[m]) * dt:.6g} s did not converge (backend {self.backend!r})")
             diverged = out.status == "diverged"
             stats = {k: getattr(out, k) for k in names}
-            flat = states.reshape(-1, states.shape[-1])
-            T, V = self.energy(flat[:, :nq], flat[:, nq:2 * nq])
-            T = self._reported_kinetic(flat, T).reshape(M, steps + 1)
-            T[:, 0] = self.energy(Q0, QD0)[0]           # each start's exact kinetic energy (see _reported_kinetic)
-            V = V.reshape(M, steps + 1)
+            T, V = self.rollout_energy(states)
         else:
             t_start = time.perf_counter()
             trajs = [self.rollout(Q0[m], QD0[m], steps=steps, t0=t0) for m in range(M)]
@@ -533,24 +555,10 @@ class Simulator:
                  "evaluations": np.ones(done, np.int64), "step_time": np.full(done, wall / max(done, 1))}
         return self._trajectory(t0 + np.arange(done + 1) * dt, X, stats, wall, diverged, diverged_at, t0)
 
-    def _reported_kinetic(self, states: np.ndarray, T: np.ndarray) -> np.ndarray:
-        """The kinetic energy reported for integrator ``states`` (rows): ``T`` (``qd^T M qd / 2`` of the
-        velocity slots), or the problem's own where it has one (PBAD order 2: the chord velocity to the
-        history node). Callers replace the row of a rollout's start by the exact ``qd0^T M qd0 / 2``: there
-        the history node comes from a Taylor expansion, not from a step, and its chord is an O(dt) estimate
-        of ``qd0`` that can be far off at large dt (CHAIN-100 at rest, dt = 0.1 s: 14.7% of the energy
-        scale, where the exact value is 0)."""
-        if self.problem.kinetic is None:
-            return np.array(T, dtype=float)
-        return np.asarray(self.problem.kinetic.map(len(states))(states.T, self.config.dt)).ravel()
-
     def _trajectory(self, t, states, stats, wall, diverged, diverged_at, t0) -> Trajectory:
         nq, dt = self.model.nq, self.config.dt
         q_arr, qd_arr = states[:, :nq], states[:, nq:2 * nq]
-        T, V = self.energy(q_arr, qd_arr)
-        T0 = T[0]
-        T = self._reported_kinetic(states, T)
-        T[0] = T0                                        # the start's exact kinetic energy
+        T, V = self.rollout_energy(states)
         n_bad = int((~stats["converged"]).sum())
         if n_bad:
             warnings.warn(f"{self.integrator}/{self.solver_name}: {n_bad} of {len(stats['converged'])} steps did not "
