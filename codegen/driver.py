@@ -245,6 +245,16 @@ class KernelPlan:
                 + f", {tot} instructions in {len(self.kernels)} kernels")
 
 
+def _has_start(problem) -> bool:
+    """Whether ``init`` needs ``q_start, q_check`` from the exact motion (``pbframework.step.start_configurations``)."""
+    if (getattr(problem, "start_acceleration", None) is None or problem.nq == 0
+            or float(getattr(problem, "start_offset", 0.0)) == 0.0):
+        return False
+    if int(problem.start_substeps) < 1:
+        raise DriverError(f"start_substeps must be >= 1, got {problem.start_substeps!r}")
+    return True
+
+
 def _rename(f: ca.Function, name: str) -> ca.Function:
     f = _as_sx(f)
     ins = f.sx_in()
@@ -337,6 +347,8 @@ def plan_kernels(problem, solver: str, *, derivatives: str = "auto", directions:
         raise DriverError(f"metric must be 'auto', 'full', 'directional' or 'none', got {metric!r}")
     kernels = [_rename(problem.init, "pbfk_init"), _rename(problem.params, "pbfk_params"),
                _rename(problem.advance, "pbfk_advance")]
+    if _has_start(problem):
+        kernels.append(_rename(problem.start_acceleration, "pbfk_start"))
     if nx:
         kernels.append(_rename(problem.guess, "pbfk_guess"))
     restart = getattr(problem, "restart", None)
@@ -479,6 +491,7 @@ def _read_c(name: str) -> str:
     return (C_SRC / name).read_text()
 
 
+_COLD = ("pbfk_init", "pbfk_start")
 _COLD_IF_LARGE = ("pbfk_guess", "pbfk_pre", "pbfk_params", "pbfk_advance", "pbfk_metric", "pbfk_mv",
                   "pbfk_restart", "pbfk_kinetic")
 
@@ -498,7 +511,7 @@ def emit_step_library(problem, solver: str = "lm", *, name: str | None = None, h
             :func:`pbframework.codegen.emit.emit_c`).
         chunk: instructions per chunk of the chunked emitter.
         cold_above: kernels run once per step (guess, pre, metric, ...) with more instructions than this,
-            and ``init`` always, are compiled without optimisation (see :func:`emit_sx_kernel`).
+            and ``init`` and ``start`` (run once per rollout) always, are compiled without optimisation (see :func:`emit_sx_kernel`).
         plan: kernels from :func:`plan_kernels` (built from ``plan_options`` when omitted).
         **plan_options: passed to :func:`plan_kernels` (``derivatives``, ``directions``, ``metric``, ``model``).
 
@@ -513,18 +526,18 @@ def emit_step_library(problem, solver: str = "lm", *, name: str | None = None, h
     if emitter == "chunked":
         texts, szw = [], 1
         for f in plan.kernels:
-            cold = f.name() == "pbfk_init" or (f.name() in _COLD_IF_LARGE and f.n_instructions() > cold_above)
+            cold = f.name() in _COLD or (f.name() in _COLD_IF_LARGE and f.n_instructions() > cold_above)
             t, w = emit_sx_kernel(f, f.name(), chunk, cold=cold)
             texts.append(t)
             szw = max(szw, w)
         kernel_text = "".join(texts)
-        sz_iw, sz_arg, sz_res = 1, 5, 3
+        sz_iw, sz_arg, sz_res = 1, 7, 3
     else:
         src = emit_c(plan.kernels, name="pbfk_unit", batch=False)
         kernel_text = src.text
         szw = max(max(f.sz_w() for f in plan.kernels), 1)
         sz_iw = max(max(f.sz_iw() for f in plan.kernels), 1)
-        sz_arg = max(5, max(f.sz_arg() for f in plan.kernels))
+        sz_arg = max(7, max(f.sz_arg() for f in plan.kernels))
         sz_res = max(3, max(f.sz_res() for f in plan.kernels))
     macros = {
         "PBF_NQ": sz["nq"], "PBF_NX": sz["nx"], "PBF_NS": sz["ns"], "PBF_NP": sz["np"], "PBF_NU": sz["nu"],
@@ -536,6 +549,9 @@ def emit_step_library(problem, solver: str = "lm", *, name: str | None = None, h
         "PBF_DAMP": int(plan.damp), "PBF_WEIGHT": int(plan.weight),
         "PBF_HAVE_RESTART": int("pbfk_restart" in plan.instructions),
         "PBF_HAVE_KINETIC": int("pbfk_kinetic" in plan.instructions),
+        "PBF_HAVE_START": int("pbfk_start" in plan.instructions),
+        "PBF_START_SUBSTEPS": int(getattr(problem, "start_substeps", 1)),
+        "PBF_START_OFFSET": repr(float(getattr(problem, "start_offset", 0.0))),
     }
     header = _PRELUDE.format(describe=f"{problem.describe()}; {plan.describe()}")
     defs = "".join(f"#define {k} {v}\n" for k, v in macros.items())

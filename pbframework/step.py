@@ -21,7 +21,12 @@ torques, length ``nu``), and, for implicit integrators, **unknowns** ``x`` (leng
 Functions (all ``casadi.Function``; ``x`` is empty, 0x1, for explicit problems):
 
 =====================  =====================================================================
-``init``               ``(q0, qd0, t0, dt, u0) -> s0``: the state a rollout starts from
+``init``               ``(q0, qd0, t0, dt, u0, q_start, q_check) -> s0``: the state a rollout starts
+                       from; ``q_start``, ``q_check`` are two RK4 estimates of the exact motion's
+                       configuration at ``t0 + start_offset dt`` (:func:`start_configurations`; ``q0``
+                       for problems without a start)
+``start_acceleration`` ``(q, v, t, u) -> qdd`` (optional): forward dynamics of the exact motion, which
+                       :func:`start_configurations` integrates from ``(q0, qd0)``
 ``params``             ``(s, t, dt, u) -> p``
 ``guess``              ``p -> x0``: initial guess of the unknowns
 ``advance``            ``(x, p) -> s_next``
@@ -180,6 +185,12 @@ class StepProblem:
         forces: ``repr`` of each force model, for messages and saved results.
         velocity: one line saying how ``qd`` in the state is estimated.
         start: one line saying how ``init`` builds the first state.
+        start_acceleration: forward dynamics ``(q, v, t, u) -> qdd`` of the exact motion, for integrators
+            whose first state needs a configuration of it away from ``t0`` (PBAD's history node); ``None``
+            where ``init`` needs ``(q0, qd0)`` only.
+        start_offset: where that configuration lies, in steps from ``t0`` (PBAD order 2: -1).
+        start_substeps: RK4 steps of ``q_check`` over ``start_offset * dt`` (``q_start`` takes twice as
+            many; :func:`start_configurations`).
         meta: integrator-specific facts (collocation nodes, ...).
     """
 
@@ -204,6 +215,9 @@ class StepProblem:
     forces: tuple[str, ...] = ()
     velocity: str = ""
     start: str = ""
+    start_acceleration: ca.Function | None = None
+    start_offset: float = 0.0
+    start_substeps: int = 8
     meta: Mapping[str, Any] = field(default_factory=dict)
     _derived: dict = field(default_factory=dict, repr=False)
 
@@ -559,6 +573,76 @@ def acceleration_expr(model: ArticulatedBody, forces: Sequence[Any], q, qd, t, f
     return fdf(q, qd, generalized_force_expr(model, forces, q, qd, t, u))
 
 
+def _rk4_configuration(f, q, v, t: float, h: float, n: int, u: np.ndarray) -> np.ndarray:
+    """``n`` classical RK4 steps of size ``h`` of ``qdd = f(q, v, t, u)``; the configuration at the end."""
+    def acc(qq, vv, tt):
+        return np.asarray(f(qq, vv, tt, u)).ravel()
+
+    with np.errstate(all="ignore"):
+        for i in range(n):
+            ti = t + i * h
+            a1 = acc(q, v, ti)
+            q2, v2 = q + h / 2 * v, v + h / 2 * a1
+            a2 = acc(q2, v2, ti + h / 2)
+            q3, v3 = q + h / 2 * v2, v + h / 2 * a2
+            a3 = acc(q3, v3, ti + h / 2)
+            q4, v4 = q + h * v3, v + h * a3
+            a4 = acc(q4, v4, ti + h)
+            q = q + h / 6 * (v + 2 * v2 + 2 * v3 + v4)
+            v = v + h / 6 * (a1 + 2 * a2 + 2 * a3 + a4)
+    return q
+
+
+def start_configurations(problem: "StepProblem", q0, qd0, t0: float, dt: float, u=None):
+    """``(q_start, q_check)``: the exact motion's configuration at ``t0 + problem.start_offset * dt``.
+
+    Classical RK4 of ``problem.start_acceleration`` from ``(q0, qd0)`` at ``t0`` (backwards in time for a
+    negative offset), the inputs ``u`` held at their value at ``t0``: ``q_start`` with
+    ``2 problem.start_substeps`` steps, ``q_check`` with half as many (where both are resolved
+    ``|q_start - q_check| / 15`` estimates the error of ``q_start``; ``init`` chooses with it,
+    :func:`start_node`). Both are ``q0`` when
+    the problem has no start. The generated-C driver does the same arithmetic (``pbf_init_state``).
+    Non-finite results (a stiff dissipative model integrated backwards) are returned as they are.
+    """
+    q = np.asarray(q0, float).ravel()
+    f = problem.start_acceleration
+    if f is None or problem.start_offset == 0.0 or problem.nq == 0:
+        return q.copy(), q.copy()
+    n = int(problem.start_substeps)
+    if n < 1:
+        raise StepError(f"{problem.integrator}: start_substeps must be >= 1, got {problem.start_substeps!r}")
+    v = np.asarray(qd0, float).ravel()
+    uu = np.zeros(0) if u is None else np.asarray(u, float).ravel()
+    span = problem.start_offset * float(dt)
+    return (_rk4_configuration(f, q, v, float(t0), span / (2 * n), 2 * n, uu),
+            _rk4_configuration(f, q, v, float(t0), span / n, n, uu))
+
+
+def initial_state(problem: "StepProblem", q0, qd0, t0: float, dt: float, u=None) -> np.ndarray:
+    """``problem.init`` at ``(q0, qd0, t0, dt, u)``, its ``q_start, q_check`` from :func:`start_configurations`."""
+    uu = np.zeros(problem.nu) if u is None else np.asarray(u, float).ravel()
+    qs, qc = start_configurations(problem, q0, qd0, t0, dt, uu)
+    return np.asarray(problem.init(q0, qd0, t0, dt, uu, qs, qc)).ravel()
+
+
+def start_node(q_start, q_check, q_taylor):
+    """The start configuration ``init`` uses (symbolic): the RK4 one, ``q_start``, where it agrees with the
+    run in half as many steps, ``q_check``, to a tenth of its distance from the local Taylor configuration
+    ``q_taylor`` (infinity norms), else ``q_taylor``.
+
+    Where the motion is resolved (smooth forces, conservative or mildly dissipative) RK4 converges, the two
+    runs agree to 15 times the error of ``q_start``, and over a long step that is far below the error of
+    a Taylor polynomial. Backwards in time, strong damping or friction is exponential growth: there the
+    exact motion is ill-posed, both runs run away and disagree by about their own size, and the local
+    Taylor configuration is the consistent choice. NaN fails every comparison, so a non-finite
+    ``q_start`` or ``q_check`` selects ``q_taylor``.
+    """
+    gap = ca.mmax(ca.fabs(q_start - q_check))
+    distance = ca.mmax(ca.fabs(q_start - q_taylor))
+    finite = ca.fabs(ca.sum1(q_start) + ca.sum1(q_check)) < 1e300       # false for nan and inf
+    return ca.if_else(ca.logic_and(finite, gap <= 0.1 * distance), q_start, q_taylor)
+
+
 def taylor_start(model: ArticulatedBody, forces: Sequence[Any], q0, qd0, t0, h, fd: str = "aba", u=None):
     """Configuration at ``t0 + h`` (``h`` may be negative) by a third-order Taylor expansion.
 
@@ -588,11 +672,12 @@ def split_params(p, ns: int):
 
 
 def init_symbols(nq: int, nu: int):
-    """Symbols ``(q0, qd0, t0, dt, u0)`` of an ``init`` function."""
-    return (ca.SX.sym("q0", nq), ca.SX.sym("qd0", nq), ca.SX.sym("t0"), ca.SX.sym("dt"), ca.SX.sym("u0", nu))
+    """Symbols ``(q0, qd0, t0, dt, u0, q_start, q_check)`` of an ``init`` function."""
+    return (ca.SX.sym("q0", nq), ca.SX.sym("qd0", nq), ca.SX.sym("t0"), ca.SX.sym("dt"), ca.SX.sym("u0", nu),
+            ca.SX.sym("q_start", nq), ca.SX.sym("q_check", nq))
 
 
-INIT_NAMES = ["q0", "qd0", "t0", "dt", "u0"]
+INIT_NAMES = ["q0", "qd0", "t0", "dt", "u0", "q_start", "q_check"]
 
 
 # ======================================================================================================

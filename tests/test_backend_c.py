@@ -79,6 +79,39 @@ def setup(case: str):
 
 
 @pytest.mark.parametrize("case", list(CASES))
+def test_vm_and_c_agree_on_the_start_from_a_moving_state(case):
+    """``init`` with PBAD's history node from RK4 steps of the exact motion: the C loop and the Python one
+    (``pbframework.step.start_configurations``) agree, with a velocity and at t0 != 0 (time-dependent forces)."""
+    model, q0, sim, runner = setup(case)
+    dt = sim.config.dt
+    qd0 = np.linspace(-0.3, 0.3, model.nq)
+    s_vm = sim.initial_state(q0, qd0, t0=0.3)
+    assert rel(runner.init(q0, qd0, 0.3, dt, sim.inputs(0.3, q0, qd0)), s_vm) <= REL
+    nq = model.nq
+    assert np.abs(s_vm[2 * nq:] - (q0 + sim.problem.start_offset * dt * qd0)).max() > 1e-9, \
+        "the history node is the exact motion's, not the chord"
+
+
+@pytest.mark.parametrize("backend", ["casadi", "c"])
+def test_start_keeps_the_taylor_node_where_the_backward_motion_blows_up(backend):
+    """Damping of 1e30 integrated backwards overflows the RK4 start steps: both backends keep the local
+    third-order Taylor node as the history node, and the rollout goes on."""
+    m = pbf.models.chain(2)
+    forces = ["gravity", ("joint_damping", {"damping": 1e30})]
+    sim = Simulator(m, "pbad", order=2, dt=0.1, forces=forces, backend=backend)
+    q0, qd0 = pbf.models.chain_q0(m), np.linspace(-0.5, 0.5, m.nq)
+    qs, _ = pbf.step.start_configurations(sim.problem, q0, qd0, 0.0, 0.1)
+    assert not np.all(np.isfinite(qs))
+    q, v = ca.SX.sym("q", m.nq), ca.SX.sym("v", m.nq)
+    taylor = ca.Function("t", [q, v], [pbf.step.taylor_start(m, sim.forces, q, v, 0.0, -0.1)])
+    s0 = sim.initial_state(q0, qd0) if backend == "casadi" else sim.runner.init(q0, qd0, 0.0, 0.1)
+    assert np.all(np.isfinite(s0))
+    assert rel(s0[2 * m.nq:], np.asarray(taylor(q0, qd0)).ravel()) <= REL
+    tr = sim.rollout(q0, qd0, steps=3)
+    assert not tr.diverged and np.all(np.isfinite(tr.q))
+
+
+@pytest.mark.parametrize("case", list(CASES))
 def test_vm_and_c_agree_per_step(case):
     model, q0, sim, runner = setup(case)
     dt = sim.config.dt

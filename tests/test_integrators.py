@@ -64,7 +64,7 @@ def test_step_problem_contract(name, order):
     pb = sim.problem
     assert pb.ns >= 2 * m.nq and pb.np == pb.ns + 2 + pb.nu and pb.nq == m.nq
     q0, qd0 = pbf.models.chain_q0(m), np.linspace(-0.2, 0.2, m.nq)
-    s0 = np.asarray(pb.init(q0, qd0, 0.0, 0.01, np.zeros(pb.nu))).ravel()
+    s0 = pbf.step.initial_state(pb, q0, qd0, 0.0, 0.01, np.zeros(pb.nu))
     assert s0.shape == (pb.ns,) and np.allclose(s0[:m.nq], q0) and np.allclose(s0[m.nq:2 * m.nq], qd0)
     p = np.asarray(pb.params(s0, 0.3, 0.01, np.zeros(pb.nu))).ravel()
     assert p.shape == (pb.np,) and p[pb.ns] == 0.01 and p[pb.ns + 1] == 0.3

@@ -165,15 +165,10 @@ def test_per_step_inputs_reach_the_step(integrator, order):
 
 # -- stability at large dt (DESIGN.md CHAIN-N; the full 10 s runs are in benchmarks/energy.py) ----------
 
-CHAIN100_START = ("CHAIN-100 at dt = 0.1 s: the Taylor history node of the start puts spurious kinetic energy "
-                  "into the first steps; 0.1 s in, the energy is 5.1% of the scale above the initial energy "
-                  "(measured; below it again from t = 1.4 s)")
-
-
 @pytest.mark.parametrize("n,duration,dt", [
     (10, 10.0, 0.05), (10, 10.0, 0.1), (40, 2.0, 0.05), (40, 2.0, 0.1),
     pytest.param(100, 0.5, 0.05, marks=pytest.mark.slow),
-    pytest.param(100, 0.5, 0.1, marks=[pytest.mark.slow, pytest.mark.xfail(strict=True, reason=CHAIN100_START)]),
+    pytest.param(100, 0.5, 0.1, marks=pytest.mark.slow),
 ])
 def test_pbad_stable_at_large_dt(n, duration, dt):
     """No divergence, every step converged, and the total energy never above E(0) + 1% of the scale, E(0)
@@ -189,8 +184,8 @@ def test_pbad_stable_at_large_dt(n, duration, dt):
 @pytest.mark.parametrize("backend", ["casadi", "c"])
 def test_reported_energy_starts_at_the_exact_initial_energy(backend):
     """Row 0 of a trajectory is the start's exact energy, also for PBAD order 2, whose later rows use the
-    chord kinetic energy (at the start the chord runs to the Taylor history node: 14.7% of the scale on a
-    CHAIN-100 at rest at dt = 0.1 s)."""
+    chord kinetic energy (at the start the chord runs to the history node, the mean velocity over the step
+    before t0)."""
     m = pbf.models.chain(5)
     q0 = pbf.models.chain_q0(m)
     qd0 = np.linspace(-0.5, 0.5, m.nq)

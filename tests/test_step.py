@@ -12,7 +12,7 @@ from pbframework.forces import ForceForm, ForceModel
 from pbframework.inertia import inertia_integral
 from pbframework.plugins.integrators.pbad import (collocation_nodes, inertia_force_function,
                                                   lagrange_derivative_weights)
-from pbframework.step import StepConfig, StepError, build_step, resolve_forces
+from pbframework.step import StepConfig, StepError, build_step, initial_state, resolve_forces, taylor_start
 
 FD_TOL = 1e-6     # relative tolerance of central finite differences (step 1e-6)
 
@@ -242,18 +242,49 @@ def test_lagrange_weights_differentiate_polynomials_exactly(K):
 
 # -- start and structure -------------------------------------------------------------------------------
 
-def test_start_history_is_fourth_order_accurate():
-    """The PBAD start node q(t0 - dt) by Taylor vs an RK4 integration backwards: error O(dt^4)."""
+def test_start_history_is_the_exact_motion_to_fifth_order():
+    """The PBAD start node q(t0 - dt): 16 RK4 steps backwards vs a fine RK4 reference, error O(dt^5)."""
     m = pbf.models.chain(2)
     q0, qd0 = pbf.models.chain_q0(m), np.linspace(-0.5, 0.5, m.nq)
     pb = _problem(m, order=2)
+    assert pb.start_offset == -1.0 and pb.start_substeps == 8
     errs = []
-    for dt in (0.02, 0.01):
-        s0 = np.asarray(pb.init(q0, qd0, 0.0, dt, np.zeros(0))).ravel()
+    for dt in (0.4, 0.2):
+        s0 = initial_state(pb, q0, qd0, 0.0, dt)
         # q(-t) from (q0, qd0) is the forward motion from (q0, -qd0): gravity alone is time-reversible
-        tr = pbf.Simulator(m, "rk4", dt=1e-4).rollout(q0, -qd0, steps=int(round(dt / 1e-4)))
+        tr = pbf.Simulator(m, "rk4", dt=1e-5).rollout(q0, -qd0, steps=int(round(dt / 1e-5)))
         errs.append(np.abs(s0[2 * m.nq:] - tr.q[-1]).max())
-    assert errs[0] / errs[1] > 2**3.5
+    assert errs[1] < 1e-6 and errs[0] / errs[1] > 2**4.5
+
+
+def _taylor_node(m, pb, q0, qd0, dt):
+    q, v = ca.SX.sym("q", m.nq), ca.SX.sym("v", m.nq)
+    f = ca.Function("t", [q, v], [taylor_start(m, resolve_forces(["gravity"]), q, v, 0.0, pb.start_offset * dt)])
+    return np.asarray(f(q0, qd0)).ravel()
+
+
+def test_start_node_takes_rk4_where_resolved_else_taylor():
+    """``init`` keeps the RK4 node where |q_start - q_check| is at most a tenth of its distance from the
+    Taylor node, and the Taylor node otherwise (runs that disagree, nan, inf)."""
+    m = pbf.models.chain(2)
+    pb = _problem(m, order=3)
+    q0, qd0, dt = pbf.models.chain_q0(m), np.linspace(-0.5, 0.5, m.nq), 0.1
+    taylor = _taylor_node(m, pb, q0, qd0, dt)
+    qs, qc = pbf.step.start_configurations(pb, q0, qd0, 0.0, dt)
+    assert 0 < np.abs(qs - qc).max() < 1e-3 * np.abs(qs - taylor).max()
+
+    def node(q_start, q_check):
+        return np.asarray(pb.init(q0, qd0, 0.0, dt, np.zeros(0), q_start, q_check)).ravel()[2 * m.nq:]
+
+    assert np.array_equal(node(qs, qc), qs)
+    assert np.array_equal(initial_state(pb, q0, qd0, 0.0, dt)[2 * m.nq:], qs)
+    np.testing.assert_allclose(node(qs, qs + 0.11 * (qs - taylor)), taylor, rtol=0, atol=1e-15)
+    assert np.array_equal(node(qs, qs + 0.09 * (qs - taylor)), qs)
+    for bad in (np.nan, np.inf):
+        qb = qs.copy()
+        qb[1] = bad
+        np.testing.assert_allclose(node(qb, qs), taylor, rtol=0, atol=1e-15)
+        np.testing.assert_allclose(node(qs, qb), taylor, rtol=0, atol=1e-15)
 
 
 def test_problem_structure_and_cache():
@@ -265,7 +296,7 @@ def test_problem_structure_and_cache():
     assert _problem(m, order=4) is not pb
     ne = _problem(m, "rk4")
     assert (ne.nx, ne.ns, ne.kind) == (0, 12, pbf.ProblemKind.EXPLICIT)
-    s = np.asarray(ne.init(np.ones(6), np.zeros(6), 0.0, 0.01, np.zeros(0))).ravel()
+    s = initial_state(ne, np.ones(6), np.zeros(6), 0.0, 0.01)
     assert np.allclose(s, np.r_[np.ones(6), np.zeros(6)])
     for fn in (pb.init, pb.params, pb.guess, pb.advance, pb.residual):
         assert isinstance(fn, ca.Function)

@@ -361,7 +361,7 @@ static casadi_real pbf_lm(const casadi_real* opt, pbf_ws* ws, casadi_real* xout,
   casadi_real f, fn, mu, nu, pred, rho, xmax, f_ref;
   casadi_int i, j, b, it = 0, nev = 1, max_iter = pbf_opt_int(opt, PBF_OPT_MAX_ITER), tries, it_ref = 0;
   casadi_int stall = pbf_opt_int(opt, PBF_OPT_STALL);
-  int marquardt, conv = 0, reason = PBF_R_MAX_ITER, ok, small_step, use_gn = PBF_HYBRID;
+  int marquardt, conv = 0, reason = PBF_R_MAX_ITER, ok, floor, small_step, use_gn = PBF_HYBRID;
   const casadi_int n = PBF_NX, nb = PBF_NQ > 0 ? PBF_NX / PBF_NQ : 0;
   pbf_copy(xout, x, n);
   pbf_eval_fgh(ws, x, &f, g, H, Hg);
@@ -422,6 +422,9 @@ static casadi_real pbf_lm(const casadi_real* opt, pbf_ws* ws, casadi_real* xout,
     ok = pbf_finite(fn) && pbf_all_finite(gn, n) && pbf_all_finite(Hn, n * n)
          && (!PBF_HYBRID || pbf_all_finite(Hgn, n * n));
     rho = (ok && pred > 0) ? (f - fn) / pred : -1.0;
+    floor = ok && pred <= 10.0 * PBF_EPS * (fabs(f) + fabs(fn));
+    /* at the objective's rounding floor f cannot tell; the smaller gradient can (plugins/solvers/lm.py) */
+    if (floor && !(rho > 1e-4) && pbf_norm_inf(gn, n) < pbf_norm_inf(g, n)) rho = 1.0;
     if (rho > 1e-4) {
       casadi_real c;
       if (PBF_HYBRID) use_gn = (f - fn) >= 0.2 * f;   /* Fletcher-Xu: Gauss-Newton while it removes 20% */
@@ -443,7 +446,7 @@ static casadi_real pbf_lm(const casadi_real* opt, pbf_ws* ws, casadi_real* xout,
       if (pbf_small_grad(opt, f, g)) { pbf_verdict(opt, f, PBF_R_GRADIENT, &reason, &conv); break; }
       if (small_step) { pbf_verdict(opt, f, PBF_R_STEP, &reason, &conv); break; }
     } else {
-      if (ok && pred <= 10.0 * PBF_EPS * (fabs(f) + fabs(fn))) { pbf_verdict(opt, f, PBF_R_PRECISION, &reason, &conv); break; }
+      if (floor) { pbf_verdict(opt, f, PBF_R_PRECISION, &reason, &conv); break; }
       mu *= nu;
       nu *= 2.0;
     }
@@ -679,12 +682,68 @@ static void pbf_solve_step(const casadi_real* opt, pbf_ws* ws, const casadi_real
   PBF_KCALL(pbfk_advance, 2, in, 1, out);
 }
 
+#if PBF_HAVE_START
+/* qdd = start_acceleration(q, v, t, u) */
+static void pbf_start_acc(pbf_ws* ws, const casadi_real* q, const casadi_real* v, casadi_real t, const casadi_real* u,
+                          casadi_real* a) {
+  const casadi_real* in[4]; casadi_real* out[1];
+  casadi_real tt = t;
+  in[0] = q; in[1] = v; in[2] = &tt; in[3] = u; out[0] = a;
+  PBF_KCALL(pbfk_start, 4, in, 1, out);
+}
+
+/* n classical RK4 steps of the exact motion from (q0, qd0) at t, of size h each, u held; the configuration at
+   the end in q (pbframework.step._rk4_configuration, the same operations in the same order); scratch: 6 NQ
+   reals of the halving levels, unused before the first step */
+static void pbf_start_rk4(pbf_ws* ws, const casadi_real* q0, const casadi_real* qd0, casadi_real t, casadi_real h,
+                          casadi_int n, const casadi_real* u, casadi_real* q) {
+  casadi_real *v = ws->lev, *qi = v + PBF_NQ, *vi = qi + PBF_NQ, *a = vi + PBF_NQ, *aq = a + PBF_NQ,
+              *av = aq + PBF_NQ;
+  casadi_real ti;
+  casadi_int i, j;
+  pbf_copy(q0, q, PBF_NQ);
+  pbf_copy(qd0, v, PBF_NQ);
+  for (i = 0; i < n; ++i) {
+    ti = t + (casadi_real)i * h;
+    pbf_start_acc(ws, q, v, ti, u, a);
+    for (j = 0; j < PBF_NQ; ++j) {
+      aq[j] = v[j]; av[j] = a[j];
+      qi[j] = q[j] + h / 2 * v[j]; vi[j] = v[j] + h / 2 * a[j];
+    }
+    pbf_start_acc(ws, qi, vi, ti + h / 2, u, a);
+    for (j = 0; j < PBF_NQ; ++j) {
+      aq[j] += 2 * vi[j]; av[j] += 2 * a[j];
+      qi[j] = q[j] + h / 2 * vi[j]; vi[j] = v[j] + h / 2 * a[j];
+    }
+    pbf_start_acc(ws, qi, vi, ti + h / 2, u, a);
+    for (j = 0; j < PBF_NQ; ++j) {
+      aq[j] += 2 * vi[j]; av[j] += 2 * a[j];
+      qi[j] = q[j] + h * vi[j]; vi[j] = v[j] + h * a[j];
+    }
+    pbf_start_acc(ws, qi, vi, ti + h, u, a);
+    for (j = 0; j < PBF_NQ; ++j) {
+      aq[j] += vi[j]; av[j] += a[j];
+      q[j] += h / 6 * aq[j]; v[j] += h / 6 * av[j];
+    }
+  }
+}
+#endif
+
 static void pbf_init_state(pbf_ws* ws, const casadi_real* q, const casadi_real* qd, casadi_real t, casadi_real dt,
                            const casadi_real* u, casadi_real* s) {
-  const casadi_real* in[5]; casadi_real* out[1];
+  const casadi_real* in[7]; casadi_real* out[1];
   casadi_real tt = t, hh = dt;
+#if PBF_HAVE_START
+  /* q_start, q_check of pbframework.step.start_configurations: 2n and n RK4 steps over PBF_START_OFFSET dt */
+  casadi_real *qs = ws->lev + 6 * PBF_NQ, *qc = qs + PBF_NQ, span = (casadi_real)PBF_START_OFFSET * dt;
+  pbf_start_rk4(ws, q, qd, t, span / (2 * PBF_START_SUBSTEPS), 2 * PBF_START_SUBSTEPS, u, qs);
+  pbf_start_rk4(ws, q, qd, t, span / PBF_START_SUBSTEPS, PBF_START_SUBSTEPS, u, qc);
+  in[5] = qs; in[6] = qc;
+#else
+  in[5] = q; in[6] = q;
+#endif
   in[0] = q; in[1] = qd; in[2] = &tt; in[3] = &hh; in[4] = u; out[0] = s;
-  PBF_KCALL(pbfk_init, 5, in, 1, out);
+  PBF_KCALL(pbfk_init, 7, in, 1, out);
 }
 
 /* s' = restart(s, ratio, dt): the state of a step dt re-expressed for a step ratio times as long (identity

@@ -15,7 +15,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from pbframework.hookspecs import PluginInfo, hookimpl
-from pbframework.step import restart_state
+from pbframework.step import initial_state, restart_state
 
 _POLICIES = ("halve", "record", "raise")
 
@@ -56,7 +56,7 @@ class VMRunner:
         return self.solver.solve(self.problem, np.asarray(x0, float), np.asarray(p, float))
 
     def init(self, q0, qd0, t0: float, dt: float, u=None) -> np.ndarray:
-        return np.asarray(self.problem.init(q0, qd0, t0, dt, self._u(u))).ravel()
+        return initial_state(self.problem, q0, qd0, t0, dt, self._u(u))
 
     def _solve_step(self, s, t, dt, u):
         pb = self.problem

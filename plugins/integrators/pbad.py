@@ -69,9 +69,18 @@ scheme ``x_{k+1} - 2 x_k + x_{k-1} = -dt^2 w^2 x_{k+1}`` multiplied by ``x_{k+1}
 so the scheme's energy never grows from step to step (the second-order BDF2 estimate has no such property and, at large dt
 on long chains, reports energy the positions do not have). For K >= 3 it is the derivative at ``t_{k+1}``
 of the configuration-space polynomial through the K+1 node configurations (accurate to the scheme's
-order). The first history node ``q(t0 + tau_0 dt)`` comes from
-a third-order Taylor expansion of the exact motion backwards from ``(q0, qd0)`` (forward dynamics with the
-generalised-force models; :func:`pbframework.step.taylor_start`), accurate to O(dt^4). The solver starts
+order). The first history node ``q(t0 + tau_0 dt)`` is the exact motion's, integrated backwards from
+``(q0, qd0)`` by classical RK4 (forward dynamics with the generalised-force models, inputs held;
+:func:`pbframework.step.start_configurations`, the same arithmetic in the generated-C driver) in
+2 :data:`START_SUBSTEPS` steps, error O(dt^5), where that is resolved: ``init`` takes it where it agrees
+with the same integration in half as many steps to a tenth of its distance from the local third-order
+Taylor node (O(dt^4)), else the Taylor node (:func:`pbframework.step.start_node`).
+On CHAIN-100 at rest at dt = 0.1 s the Taylor node alone is 0.113 rad from the exact one (tip joint), and
+the scheme carried that error as spurious kinetic energy: 5.1% of DESIGN.md's energy scale above the
+initial energy after the first step; with the RK4 node (1.3e-5 rad off) the run never rises above its
+initial energy (2 s measured: largest value after t0 -0.076%). Backwards in time, friction and damping
+are exponential growth: with a stiff penalty contact's friction (``tests/test_forces.py``'s box on a
+slope) the two RK4 runs reach 1e19-1e20 m and rad, and the Taylor node is kept. The solver starts
 from the second-order Taylor prediction ``q_k + a dt v_k + (a dt)^2 / 2 qdd(q_k, v_k)`` at each node
 (forward dynamics with the generalised-force models), scaled down to at most :data:`GUESS_STEP` rad.
 
@@ -81,10 +90,8 @@ kinetic energy of the scheme's own velocity estimate of every body point, the ch
 form, evaluated from the difference of the transforms), which equals ``v^T M v / 2`` up to O(dt) but,
 unlike it, does not depend on the coordinate chart (near a ball joint's gimbal lock a coordinate may turn
 by radians while the body barely moves). At the start the Simulator reports the exact ``qd0^T M qd0 / 2``
-instead: there the chord runs to the Taylor history node, and at large dt it is far from ``qd0`` (CHAIN-100
-at rest, dt = 0.1 s: 14.7% of DESIGN.md's energy scale). That history node also feeds the first steps: on
-CHAIN-100 at dt = 0.1 s the reported energy 0.1 s later is 5.1% of the scale above the initial energy, and
-it falls back below the initial energy by t = 1.4 s (measured; at dt = 0.05 s the excess is 0.35%).
+instead: there the chord runs to the history node, the mean velocity over the step before t0, an O(dt)
+estimate of ``qd0`` (CHAIN-100 at rest, dt = 0.1 s: 0.022% of the energy scale, where the exact value is 0).
 
 A step retried as two half steps re-expresses the history without dynamics (``restart``): for K = 2 the
 history node moves along the chord ``q_k + ratio (q_h - q_k)`` (exact: the velocity is the chord); for
@@ -96,9 +103,8 @@ retry).
 Accuracy and limits (measured, see tests/test_convergence.py and benchmarks/): global order K-1 (the
 paper's §6.1 remark: order-K collocation is comparable to Runge-Kutta of order K-1): 0.84 (fit, -> 1),
 1.97 and 3.04 for K = 2, 3, 4 on CHAIN-3. Order 2 is strongly dissipative and stable at any tested step
-(CHAIN-10/40/100 at 0.05 and 0.1 s for 10 s without divergence; the energy never above its exact start
-value, except on CHAIN-100: +0.35% at 0.05 s and +5.1% at 0.1 s after the first step, from the Taylor
-start, see "Reported kinetic energy"). Order 3 is not dissipative:
+(CHAIN-10/40/100 at 0.05 and 0.1 s for 10 s without divergence and the energy never above its exact start
+value). Order 3 is not dissipative:
 on CHAIN-10 at 2.5 ms it holds the energy to 0.1% for 6 s but gains energy once the chain whips
 (|qd| > 20 rad/s); at 0.05 s its steps need hundreds of solver iterations. Use order 2 for large steps,
 order >= 3 for accuracy at small ones. On ``x'' = -w^2 x`` (spectral radius rho of the step map, h = dt w)
@@ -130,10 +136,14 @@ from pbframework.model import ArticulatedBody
 from pbframework.step import (
     INIT_NAMES, Objective, acceleration_expr, ProblemKind, StepConfig, StepError, StepProblem, force_forms, force_label,
     generalized_force_expr, init_symbols, input_slices, potential_expr, require_forms, split_params,
-    standard_params, taylor_start,
+    standard_params, start_node, taylor_start,
 )
 
 MAX_ORDER = 8
+START_SUBSTEPS = 8
+"""RK4 steps of the start's check run over the history node's offset; the node itself takes twice as many
+(CHAIN-100 at rest, dt = 0.1 s: 1.3e-5 rad from the exact node with 16 steps, 1.5e-4 with 8, against 0.113
+for a third-order Taylor expansion)."""
 GUESS_STEP = 0.25
 """Largest predicted displacement (infinity norm, rad / m) of the initial guess; a longer Taylor prediction
 is scaled down (near a joint singularity forward dynamics predicts accelerations the implicit step never
@@ -230,9 +240,14 @@ def build_pbad(model: ArticulatedBody, config: StepConfig, forces) -> StepProble
     Q = [q_h, q_k] + [x[j * nq:(j + 1) * nq] for j in range(K - 1)]
 
     # -- init, guess, advance --------------------------------------------------------------------------
-    q0, qd0, t0, dt0, u0 = init_symbols(nq, nu)
-    qh0 = taylor_start(model, forces, q0, qd0, t0, tau[0] * dt0, config.fd, u0 if nu else None)
-    init = ca.Function("init", [q0, qd0, t0, dt0, u0], [ca.vertcat(q0, qd0, qh0)], INIT_NAMES, ["s0"])
+    q0, qd0, t0, dt0, u0, qs0, qc0 = init_symbols(nq, nu)
+    qt0 = taylor_start(model, forces, q0, qd0, t0, tau[0] * dt0, config.fd, u0 if nu else None)
+    init = ca.Function("init", [q0, qd0, t0, dt0, u0, qs0, qc0], [ca.vertcat(q0, qd0, start_node(qs0, qc0, qt0))],
+                       INIT_NAMES, ["s0"])
+    qa, va, ta, ua = ca.SX.sym("q", nq), ca.SX.sym("v", nq), ca.SX.sym("t"), ca.SX.sym("u", nu)
+    start_acceleration = ca.Function(
+        "start_acceleration", [qa, va, ta, ua],
+        [acceleration_expr(model, forces, qa, va, ta, config.fd, ua if nu else None)], ["q", "v", "t", "u"], ["qdd"])
     a_k = acceleration_expr(model, forces, q_k, v_k, t, config.fd, u if nu else None)
     moves = [a * dt * v_k + (a * dt) ** 2 / 2 * a_k for a in tau[2:]]
     cap = ca.fmin(1.0, GUESS_STEP / ca.fmax(ca.norm_inf(moves[-1]), 1e-300))
@@ -275,8 +290,11 @@ def build_pbad(model: ArticulatedBody, config: StepConfig, forces) -> StepProble
                   velocity=("backward difference (q_{k+1} - q_k)/dt" if K == 2 else
                             "derivative at t_{k+1} of the degree-K configuration polynomial through the "
                             "K+1 collocation configurations"),
-                  start=(f"history node q(t0{tau[0]:+.4f} dt) by a 3rd-order Taylor expansion from "
-                         f"(q0, qd0) with forward dynamics '{config.fd}'"),
+                  start=(f"history node q(t0{tau[0]:+.4f} dt): {2 * START_SUBSTEPS} RK4 steps of the exact motion "
+                         f"from (q0, qd0) with forward dynamics '{config.fd}' where resolved (agreeing with "
+                         f"{START_SUBSTEPS} steps to a tenth of the distance from the 3rd-order Taylor node), "
+                         f"else that Taylor node"),
+                  start_acceleration=start_acceleration, start_offset=float(tau[0]), start_substeps=START_SUBSTEPS,
                   meta=meta)
 
     if objective is Objective.ENERGY:

@@ -25,9 +25,11 @@ Stopping tests (``LMOptions``), in the order checked:
   the residual norm ``||W r||_2 <= residual_tol``. Integrators scale their objectives by ``dt^2`` so these are mass-weighted
   displacements (kg m^2): ``1e-10`` means the same at every dt.
 * ``xtol`` -- converged after an accepted step with ``||dx||_inf <= xtol (1 + ||x||_inf)``.
-* precision -- a rejected step whose predicted decrease is below the rounding error of the objective
-  (``<= 10 eps (|f| + |f_trial|)``): no further decrease is representable; reported as converged with
-  reason ``"precision"``.
+* precision -- a step whose predicted decrease is below the rounding error of the objective
+  (``<= 10 eps (|f| + |f_trial|)``) is taken where it lowers ``||g||_inf`` (the objective cannot tell
+  there, the gradient can: the energy objective resolves ``x`` only to about ``sqrt(eps)`` by its values)
+  and otherwise ends the loop: no further decrease is representable; reported as converged with reason
+  ``"precision"``.
 * ``rtol`` -- for least-squares problems every stop above also needs ``||r||_2 <= rtol``; a stationary
   point with residual left is unconverged, reason ``"residual"`` (a local minimum of Eq. 7, not a step).
 * ``stall`` -- least-squares problems: after ``stall`` iterations in a row without a tenfold decrease of
@@ -211,6 +213,9 @@ def levenberg_marquardt(evaluate: Evaluate, x0: np.ndarray, opt: LMOptions, leas
         small_step = float(np.max(np.abs(delta))) <= opt.xtol * (1.0 + float(np.max(np.abs(x))))
         ok = np.isfinite(fn) and np.all(np.isfinite(gn)) and all(np.all(np.isfinite(h)) for h in Hns)
         rho = (f - fn) / pred if (ok and pred > 0) else -1.0
+        floor = ok and pred <= 10.0 * EPS * (abs(f) + abs(fn))
+        if floor and not rho > 1e-4 and float(np.max(np.abs(gn), initial=0.0)) < float(np.max(np.abs(g), initial=0.0)):
+            rho = 1.0        # at the objective's rounding floor f cannot tell; the smaller gradient can
         if rho > 1e-4:
             if hybrid:       # Fletcher-Xu: keep Gauss-Newton while it removes >= 20% of f per step
                 use_gn = (f - fn) >= 0.2 * f
@@ -228,7 +233,7 @@ def levenberg_marquardt(evaluate: Evaluate, x0: np.ndarray, opt: LMOptions, leas
                 reason, converged = verdict("step", f)
                 break
         else:
-            if ok and pred <= 10.0 * EPS * (abs(f) + abs(fn)):
+            if floor:
                 reason, converged = verdict("precision", f)
                 break
             mu *= nu
