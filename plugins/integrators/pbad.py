@@ -105,8 +105,11 @@ paper's §6.1 remark: order-K collocation is comparable to Runge-Kutta of order 
 1.97 and 3.04 for K = 2, 3, 4 on CHAIN-3. Order 2 is strongly dissipative and stable at any tested step
 (CHAIN-10/40/100 at 0.05 and 0.1 s for 10 s without divergence and the energy never above its exact start
 value). Order 3 is not dissipative:
-on CHAIN-10 at 2.5 ms it holds the energy to 0.1% for 6 s but gains energy once the chain whips
-(|qd| > 20 rad/s); at 0.05 s its steps need hundreds of solver iterations. Use order 2 for large steps,
+on CHAIN-10 at 2.5 ms (``benchmarks/energy.py``) it holds the energy within 0.1% of the scale for 4.2 s
+and within 0.5% to 6.7 s, then gains energy once the chain whips (|qd| > 20 rad/s, up to 200 rad/s in
+the ball joints' coordinates): +4% at 6.75 s, and from 8.3 s jumps of 20-37% in single steps whose sign
+and size change from run to run with any rounding-level change (max rise +18% and +58% for two versions
+of the start); at 0.05 s its steps need hundreds of solver iterations. Use order 2 for large steps,
 order >= 3 for accuracy at small ones. On ``x'' = -w^2 x`` (spectral radius rho of the step map, h = dt w)
 order 3 is dissipative at every tested h (rho - 1 = -3e-6 at h = 0.1, -3e-2 at h = 1, -0.29 at h = 2);
 order 4 -- the paper's nodes, with the history node at alpha_{K-2} - 1 -- is weakly anti-dissipative at
