@@ -246,7 +246,7 @@ class KernelPlan:
 
 
 def _has_start(problem) -> bool:
-    """Whether ``init`` needs ``q_start, q_check`` from the exact motion (``pbframework.step.start_configurations``)."""
+    """Whether ``init`` needs the RK4 runs of ``pbframework.step.start_configurations``."""
     if (getattr(problem, "start_acceleration", None) is None or problem.nq == 0
             or float(getattr(problem, "start_offset", 0.0)) == 0.0):
         return False
@@ -531,13 +531,13 @@ def emit_step_library(problem, solver: str = "lm", *, name: str | None = None, h
             texts.append(t)
             szw = max(szw, w)
         kernel_text = "".join(texts)
-        sz_iw, sz_arg, sz_res = 1, 7, 3
+        sz_iw, sz_arg, sz_res = 1, 8, 3
     else:
         src = emit_c(plan.kernels, name="pbfk_unit", batch=False)
         kernel_text = src.text
         szw = max(max(f.sz_w() for f in plan.kernels), 1)
         sz_iw = max(max(f.sz_iw() for f in plan.kernels), 1)
-        sz_arg = max(7, max(f.sz_arg() for f in plan.kernels))
+        sz_arg = max(8, max(f.sz_arg() for f in plan.kernels))
         sz_res = max(3, max(f.sz_res() for f in plan.kernels))
     macros = {
         "PBF_NQ": sz["nq"], "PBF_NX": sz["nx"], "PBF_NS": sz["ns"], "PBF_NP": sz["np"], "PBF_NU": sz["nu"],

@@ -210,9 +210,10 @@ class Simulator:
         the rollout's step (default: the Simulator's). Potential energy is exact. Kinetic energy is
         ``qd^T M qd / 2`` of the velocity slots, or the problem's own where it has one (PBAD order 2: the
         chord velocity to the history node), except at row 0, which is always the start's exact
-        ``qd0^T M qd0 / 2``: there the history node comes from the exact motion, not from a step, and its
-        chord is the mean velocity over the step before t0, an O(dt) estimate of ``qd0`` (CHAIN-100 at
-        rest, dt = 0.1 s: 0.022% of the energy scale, where the exact value is 0).
+        ``qd0^T M qd0 / 2``: there the history node comes from the start (the exact motion backwards, or
+        a Taylor expansion), not from a step, and its chord is the mean velocity over the step before t0,
+        an O(dt) estimate of ``qd0`` (CHAIN-100 at rest, dt = 0.1 s: 0.022% of the energy scale, where the
+        exact value is 0).
 
         Returns:
             ``(T, V)``, each of shape ``states.shape[:-1]``.

@@ -100,7 +100,7 @@ def test_start_keeps_the_taylor_node_where_the_backward_motion_blows_up(backend)
     forces = ["gravity", ("joint_damping", {"damping": 1e30})]
     sim = Simulator(m, "pbad", order=2, dt=0.1, forces=forces, backend=backend)
     q0, qd0 = pbf.models.chain_q0(m), np.linspace(-0.5, 0.5, m.nq)
-    qs, _ = pbf.step.start_configurations(sim.problem, q0, qd0, 0.0, 0.1)
+    qs, _, _ = pbf.step.start_configurations(sim.problem, q0, qd0, 0.0, 0.1)
     assert not np.all(np.isfinite(qs))
     q, v = ca.SX.sym("q", m.nq), ca.SX.sym("v", m.nq)
     taylor = ca.Function("t", [q, v], [pbf.step.taylor_start(m, sim.forces, q, v, 0.0, -0.1)])

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import pbframework as pbf
-from pbframework.step import ProblemKind, StepConfig, StepError, StepProblem, standard_params
+from pbframework.step import ProblemKind, StepConfig, StepError, StepProblem, init_symbols, standard_params
 
 SOLVE_TOL = 1e-6   # distance of the returned point to the known minimiser
 
@@ -24,9 +24,9 @@ def _toy_problem(kind: ProblemKind, n: int = 4) -> StepProblem:
     for i in range(0, n, 2):
         res += [10 * (y[i + 1] - y[i] ** 2), 1 - y[i]]
     r = ca.vertcat(*res)
-    q0, qd0, t0, dt, u0 = ca.SX.sym("q0", 1), ca.SX.sym("qd0", 1), ca.SX.sym("t0"), ca.SX.sym("dt"), ca.SX.sym("u0", 0)
+    q0, qd0, t0, dt, u0, *runs = init_symbols(1, 0)
     common = dict(integrator="rosenbrock", kind=kind, config=StepConfig(dt=1.0), nq=1, nx=n, ns=2,
-                  init=ca.Function("init", [q0, qd0, t0, dt, u0], [ca.vertcat(q0, qd0)]),
+                  init=ca.Function("init", [q0, qd0, t0, dt, u0, *runs], [ca.vertcat(q0, qd0)]),
                   params=standard_params(2),
                   guess=ca.Function("guess", [p], [ca.repmat(ca.DM([-1.2, 1.0]), n // 2, 1) + shift]),
                   advance=ca.Function("advance", [x, p], [ca.vertcat(x[0], x[1])]))
@@ -88,7 +88,7 @@ def test_nonconvergence_is_reported_not_hidden():
 def test_least_squares_local_minimum_is_not_a_solution():
     """r = [x^2 + 1]: stationary at x = 0 with residual 1 -- a local minimum of Eq. 7, not a step."""
     x, p = ca.SX.sym("x", 1), ca.SX.sym("p", 4)
-    z = ca.Function("z", [p], [ca.DM.zeros(1)])
+    z = ca.Function("init", list(init_symbols(1, 0)), [ca.DM.zeros(2)])
     pb = StepProblem(integrator="toy", kind=ProblemKind.LEAST_SQUARES, config=StepConfig(dt=1.0), nq=1, nx=1,
                      ns=2, init=z, params=standard_params(2), guess=ca.Function("g", [p], [ca.DM(0.5)]),
                      advance=ca.Function("a", [x, p], [ca.vertcat(x, x)]),
@@ -145,3 +145,30 @@ def test_solver_problem_kind_mismatch_is_explained():
     assert pbf.Simulator(m, "pbad", solver="jtj_lm", dt=0.05).problem.kind is ProblemKind.LEAST_SQUARES
     with pytest.raises(pbf.UnknownPluginError, match="unknown solver 'newton' .*jtj_lm, lbfgs, lm"):
         pbf.Simulator(m, "pbad", solver="newton", dt=0.05)
+
+
+def test_init_with_the_old_five_inputs_is_refused():
+    """``init`` takes (q0, qd0, t0, dt, u0, q_start, q_check, q_reverse); a five-input one is a clear error,
+    not a silently ignored start."""
+    q0, qd0, t0, dt, u0, *_ = init_symbols(1, 0)
+    x, p = ca.SX.sym("x", 1), ca.SX.sym("p", 4)
+    with pytest.raises(StepError, match=r"init must take 8 inputs .*q_start, q_check, q_reverse.*got 5"):
+        StepProblem(integrator="toy", kind=ProblemKind.LEAST_SQUARES, config=StepConfig(dt=1.0), nq=1, nx=1,
+                    ns=2, init=ca.Function("init", [q0, qd0, t0, dt, u0], [ca.vertcat(q0, qd0)]),
+                    params=standard_params(2), guess=ca.Function("g", [p], [ca.DM(0.5)]),
+                    advance=ca.Function("a", [x, p], [ca.vertcat(x, x)]), residual=ca.Function("r", [x, p], [x]))
+
+
+def test_lm_does_not_accept_a_trial_point_where_the_objective_blows_up():
+    """A trial point with f = 1e20 makes ``10 eps (|f| + |f_trial|)`` large; LM must neither take that step
+    (its gradient is smaller there) nor call the start a rounding-floor ("precision") stop."""
+    x, p = ca.SX.sym("x", 1), ca.SX.sym("p", 4)
+    f = 0.5 * (x - 1) ** 2 + 1e20 * ca.exp(-(((x - 1) / 0.05) ** 8))
+    q0, qd0, t0, dt, u0, *runs = init_symbols(1, 0)
+    pb = StepProblem(integrator="toy", kind=ProblemKind.MINIMIZE, config=StepConfig(dt=1.0), nq=1, nx=1, ns=2,
+                     init=ca.Function("init", [q0, qd0, t0, dt, u0, *runs], [ca.vertcat(q0, qd0)]),
+                     params=standard_params(2), guess=ca.Function("g", [p], [ca.DM(0.0)]),
+                     advance=ca.Function("a", [x, p], [ca.vertcat(x, x)]), objective_fn=ca.Function("f", [x, p], [f]))
+    res = pbf.get_plugin("solver", "lm").build(max_step=10.0).solve(pb, np.array([0.0]), np.zeros(4))
+    assert res.objective < 1.0
+    assert not (res.converged and res.reason == "precision" and abs(res.x[0]) < 1e-12)

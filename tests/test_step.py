@@ -264,27 +264,52 @@ def _taylor_node(m, pb, q0, qd0, dt):
 
 
 def test_start_node_takes_rk4_where_resolved_else_taylor():
-    """``init`` keeps the RK4 node where |q_start - q_check| is at most a tenth of its distance from the
-    Taylor node, and the Taylor node otherwise (runs that disagree, nan, inf)."""
+    """``init`` keeps the RK4 node where its half-step run and its reversed-dissipation run both agree with
+    it to a tenth of its distance from the Taylor node, and the Taylor node otherwise (nan and inf too)."""
     m = pbf.models.chain(2)
     pb = _problem(m, order=3)
     q0, qd0, dt = pbf.models.chain_q0(m), np.linspace(-0.5, 0.5, m.nq), 0.1
     taylor = _taylor_node(m, pb, q0, qd0, dt)
-    qs, qc = pbf.step.start_configurations(pb, q0, qd0, 0.0, dt)
+    qs, qc, qr = pbf.step.start_configurations(pb, q0, qd0, 0.0, dt)
     assert 0 < np.abs(qs - qc).max() < 1e-3 * np.abs(qs - taylor).max()
+    assert np.abs(qs - qr).max() < 1e-12, "gravity and the Coriolis terms are time-reversible"
 
-    def node(q_start, q_check):
-        return np.asarray(pb.init(q0, qd0, 0.0, dt, np.zeros(0), q_start, q_check)).ravel()[2 * m.nq:]
+    def node(q_start, q_check, q_reverse):
+        return np.asarray(pb.init(q0, qd0, 0.0, dt, np.zeros(0), q_start, q_check, q_reverse)).ravel()[2 * m.nq:]
 
-    assert np.array_equal(node(qs, qc), qs)
+    assert np.array_equal(node(qs, qc, qr), qs)
     assert np.array_equal(initial_state(pb, q0, qd0, 0.0, dt)[2 * m.nq:], qs)
-    np.testing.assert_allclose(node(qs, qs + 0.11 * (qs - taylor)), taylor, rtol=0, atol=1e-15)
-    assert np.array_equal(node(qs, qs + 0.09 * (qs - taylor)), qs)
+    off = qs - taylor
+    for near, far in (((qs + 0.09 * off, qs), (qs + 0.11 * off, qs)), ((qs, qs + 0.09 * off), (qs, qs + 0.11 * off))):
+        assert np.array_equal(node(qs, *near), qs)
+        np.testing.assert_allclose(node(qs, *far), taylor, rtol=0, atol=1e-15)
     for bad in (np.nan, np.inf):
         qb = qs.copy()
         qb[1] = bad
-        np.testing.assert_allclose(node(qb, qs), taylor, rtol=0, atol=1e-15)
-        np.testing.assert_allclose(node(qs, qb), taylor, rtol=0, atol=1e-15)
+        for runs in ((qb, qs, qs), (qs, qb, qs), (qs, qs, qb)):
+            np.testing.assert_allclose(node(*runs), taylor, rtol=0, atol=1e-15)
+
+
+def test_start_keeps_the_taylor_node_where_damping_shapes_the_backward_motion():
+    """A pendulum with joint damping 15 1/s at dt = 0.1 s: the RK4 runs backwards are resolved, but the
+    reversed-dissipation run departs from them, so ``init`` keeps the Taylor node; without damping the same
+    start takes the RK4 node."""
+    m = pbf.models.chain(1, joint="revolute")
+    q0, qd0 = np.array([0.3]), np.array([1.0])
+    inertia = float(pbf.Simulator(m, "rk4", dt=0.1).energy(q0, np.ones(1))[0][0]) * 2
+    for damping, expect_rk4 in ((15.0 * inertia, False), (0.0, True)):
+        forces = ["gravity", ("joint_damping", {"damping": damping})]
+        sim = pbf.Simulator(m, "pbad", order=2, dt=0.1, forces=forces)
+        pb = sim.problem
+        qs, qc, qr = pbf.step.start_configurations(pb, q0, qd0, 0.0, 0.1)
+        q, v = ca.SX.sym("q", 1), ca.SX.sym("v", 1)
+        taylor = np.asarray(ca.Function("t", [q, v], [taylor_start(m, sim.forces, q, v, 0.0, -0.1)])(q0, qd0)).ravel()
+        node = sim.initial_state(q0, qd0)[2:]
+        if expect_rk4:
+            assert np.array_equal(node, qs)
+        else:
+            assert np.abs(qs - qc).max() < 0.1 * np.abs(qs - taylor).max() < np.abs(qs - qr).max()
+            np.testing.assert_allclose(node, taylor, rtol=0, atol=1e-15)
 
 
 def test_problem_structure_and_cache():

@@ -63,6 +63,7 @@ typedef struct {
   casadi_real *V, *VO;             /* directional seeds and outputs */
   casadi_real *S, *Y, *al, *rh;    /* lbfgs pairs */
   casadi_real *lev;                /* halving levels: 4 states each */
+  casadi_real *st;                 /* the start's RK4 runs (9 NQ; PBF_HAVE_START only) */
   casadi_real *s, *sn;             /* rollout states */
   casadi_int mem, nlev;
   int have_metric;
@@ -81,6 +82,7 @@ PBF_EXPORT void pbf_work_size(const casadi_real* opt, casadi_int* n_real, casadi
   n += PBF_NV + PBF_NVO;
   n += 2 * m * PBF_MX + 2 * m;
   n += lev * 4 * PBF_NS + 2 * PBF_NS;
+  n += PBF_HAVE_START ? 9 * PBF_NQ : 0;
   /* padded to whole 128-byte blocks (plus one), so the per-thread blocks of a batch share no cache line */
   *n_real = ((n + 16 + 15) / 16) * 16;
   *n_int = ((PBF_SZ_IW + 1 + 16 + 15) / 16) * 16;
@@ -126,6 +128,11 @@ static void pbf_ws_init(const casadi_real* opt, casadi_real* w, casadi_int* iw, 
   ws->lev = w; w += lev * 4 * PBF_NS;
   ws->s = w; w += PBF_NS;
   ws->sn = w; w += PBF_NS;
+#if PBF_HAVE_START
+  ws->st = w; w += 9 * PBF_NQ;
+#else
+  ws->st = 0;
+#endif
   ws->have_metric = 0;
 }
 
@@ -358,7 +365,7 @@ static casadi_real pbf_lm(const casadi_real* opt, pbf_ws* ws, casadi_real* xout,
   casadi_real *x = ws->x, *xn = ws->xn, *g = ws->g, *gn = ws->gn, *H = ws->H, *Hn = ws->Hn, *tp;
   casadi_real *Hg = ws->Hg, *Hgn = ws->Hgn, *Hu, *Hlast;
   casadi_real *A = ws->A, *d = ws->d, *D = ws->dg;
-  casadi_real f, fn, mu, nu, pred, rho, xmax, f_ref;
+  casadi_real f, fn, mu, nu, pred, rho, xmax, f_ref, noise;
   casadi_int i, j, b, it = 0, nev = 1, max_iter = pbf_opt_int(opt, PBF_OPT_MAX_ITER), tries, it_ref = 0;
   casadi_int stall = pbf_opt_int(opt, PBF_OPT_STALL);
   int marquardt, conv = 0, reason = PBF_R_MAX_ITER, ok, floor, small_step, use_gn = PBF_HYBRID;
@@ -422,7 +429,8 @@ static casadi_real pbf_lm(const casadi_real* opt, pbf_ws* ws, casadi_real* xout,
     ok = pbf_finite(fn) && pbf_all_finite(gn, n) && pbf_all_finite(Hn, n * n)
          && (!PBF_HYBRID || pbf_all_finite(Hgn, n * n));
     rho = (ok && pred > 0) ? (f - fn) / pred : -1.0;
-    floor = ok && pred <= 10.0 * PBF_EPS * (fabs(f) + fabs(fn));
+    noise = 10.0 * PBF_EPS * (fabs(f) + fabs(fn));   /* rounding error of f - fn */
+    floor = ok && pred <= noise && fabs(f - fn) <= noise;
     /* at the objective's rounding floor f cannot tell; the smaller gradient can (plugins/solvers/lm.py) */
     if (floor && !(rho > 1e-4) && pbf_norm_inf(gn, n) < pbf_norm_inf(g, n)) rho = 1.0;
     if (rho > 1e-4) {
@@ -683,21 +691,21 @@ static void pbf_solve_step(const casadi_real* opt, pbf_ws* ws, const casadi_real
 }
 
 #if PBF_HAVE_START
-/* qdd = start_acceleration(q, v, t, u) */
+/* qdd = start_acceleration(q, v, t, u, sign) */
 static void pbf_start_acc(pbf_ws* ws, const casadi_real* q, const casadi_real* v, casadi_real t, const casadi_real* u,
-                          casadi_real* a) {
-  const casadi_real* in[4]; casadi_real* out[1];
-  casadi_real tt = t;
-  in[0] = q; in[1] = v; in[2] = &tt; in[3] = u; out[0] = a;
-  PBF_KCALL(pbfk_start, 4, in, 1, out);
+                          casadi_real sign, casadi_real* a) {
+  const casadi_real* in[5]; casadi_real* out[1];
+  casadi_real tt = t, sg = sign;
+  in[0] = q; in[1] = v; in[2] = &tt; in[3] = u; in[4] = &sg; out[0] = a;
+  PBF_KCALL(pbfk_start, 5, in, 1, out);
 }
 
-/* n classical RK4 steps of the exact motion from (q0, qd0) at t, of size h each, u held; the configuration at
-   the end in q (pbframework.step._rk4_configuration, the same operations in the same order); scratch: 6 NQ
-   reals of the halving levels, unused before the first step */
+/* n classical RK4 steps of size h of qdd = start_acceleration(q, v, t, u, sign) from (q0, qd0) at t, u held;
+   the configuration at the end in q (pbframework.step._rk4_configuration, the same operations in the same
+   order); scratch: the first 6 NQ reals of ws->st */
 static void pbf_start_rk4(pbf_ws* ws, const casadi_real* q0, const casadi_real* qd0, casadi_real t, casadi_real h,
-                          casadi_int n, const casadi_real* u, casadi_real* q) {
-  casadi_real *v = ws->lev, *qi = v + PBF_NQ, *vi = qi + PBF_NQ, *a = vi + PBF_NQ, *aq = a + PBF_NQ,
+                          casadi_int n, const casadi_real* u, casadi_real sign, casadi_real* q) {
+  casadi_real *v = ws->st, *qi = v + PBF_NQ, *vi = qi + PBF_NQ, *a = vi + PBF_NQ, *aq = a + PBF_NQ,
               *av = aq + PBF_NQ;
   casadi_real ti;
   casadi_int i, j;
@@ -705,22 +713,22 @@ static void pbf_start_rk4(pbf_ws* ws, const casadi_real* q0, const casadi_real* 
   pbf_copy(qd0, v, PBF_NQ);
   for (i = 0; i < n; ++i) {
     ti = t + (casadi_real)i * h;
-    pbf_start_acc(ws, q, v, ti, u, a);
+    pbf_start_acc(ws, q, v, ti, u, sign, a);
     for (j = 0; j < PBF_NQ; ++j) {
       aq[j] = v[j]; av[j] = a[j];
       qi[j] = q[j] + h / 2 * v[j]; vi[j] = v[j] + h / 2 * a[j];
     }
-    pbf_start_acc(ws, qi, vi, ti + h / 2, u, a);
+    pbf_start_acc(ws, qi, vi, ti + h / 2, u, sign, a);
     for (j = 0; j < PBF_NQ; ++j) {
       aq[j] += 2 * vi[j]; av[j] += 2 * a[j];
       qi[j] = q[j] + h / 2 * vi[j]; vi[j] = v[j] + h / 2 * a[j];
     }
-    pbf_start_acc(ws, qi, vi, ti + h / 2, u, a);
+    pbf_start_acc(ws, qi, vi, ti + h / 2, u, sign, a);
     for (j = 0; j < PBF_NQ; ++j) {
       aq[j] += 2 * vi[j]; av[j] += 2 * a[j];
       qi[j] = q[j] + h * vi[j]; vi[j] = v[j] + h * a[j];
     }
-    pbf_start_acc(ws, qi, vi, ti + h, u, a);
+    pbf_start_acc(ws, qi, vi, ti + h, u, sign, a);
     for (j = 0; j < PBF_NQ; ++j) {
       aq[j] += vi[j]; av[j] += a[j];
       q[j] += h / 6 * aq[j]; v[j] += h / 6 * av[j];
@@ -731,19 +739,22 @@ static void pbf_start_rk4(pbf_ws* ws, const casadi_real* q0, const casadi_real* 
 
 static void pbf_init_state(pbf_ws* ws, const casadi_real* q, const casadi_real* qd, casadi_real t, casadi_real dt,
                            const casadi_real* u, casadi_real* s) {
-  const casadi_real* in[7]; casadi_real* out[1];
+  const casadi_real* in[8]; casadi_real* out[1];
   casadi_real tt = t, hh = dt;
 #if PBF_HAVE_START
-  /* q_start, q_check of pbframework.step.start_configurations: 2n and n RK4 steps over PBF_START_OFFSET dt */
-  casadi_real *qs = ws->lev + 6 * PBF_NQ, *qc = qs + PBF_NQ, span = (casadi_real)PBF_START_OFFSET * dt;
-  pbf_start_rk4(ws, q, qd, t, span / (2 * PBF_START_SUBSTEPS), 2 * PBF_START_SUBSTEPS, u, qs);
-  pbf_start_rk4(ws, q, qd, t, span / PBF_START_SUBSTEPS, PBF_START_SUBSTEPS, u, qc);
-  in[5] = qs; in[6] = qc;
+  /* q_start, q_check, q_reverse of pbframework.step.start_configurations: 2n, n and 2n RK4 steps over
+     PBF_START_OFFSET dt, the last with the velocity argument of the forces reversed */
+  casadi_real *qs = ws->st + 6 * PBF_NQ, *qc = qs + PBF_NQ, *qr = qc + PBF_NQ;
+  casadi_real span = (casadi_real)PBF_START_OFFSET * dt;
+  pbf_start_rk4(ws, q, qd, t, span / (2 * PBF_START_SUBSTEPS), 2 * PBF_START_SUBSTEPS, u, 1.0, qs);
+  pbf_start_rk4(ws, q, qd, t, span / PBF_START_SUBSTEPS, PBF_START_SUBSTEPS, u, 1.0, qc);
+  pbf_start_rk4(ws, q, qd, t, span / (2 * PBF_START_SUBSTEPS), 2 * PBF_START_SUBSTEPS, u, -1.0, qr);
+  in[5] = qs; in[6] = qc; in[7] = qr;
 #else
-  in[5] = q; in[6] = q;
+  in[5] = q; in[6] = q; in[7] = q;
 #endif
   in[0] = q; in[1] = qd; in[2] = &tt; in[3] = &hh; in[4] = u; out[0] = s;
-  PBF_KCALL(pbfk_init, 7, in, 1, out);
+  PBF_KCALL(pbfk_init, 8, in, 1, out);
 }
 
 /* s' = restart(s, ratio, dt): the state of a step dt re-expressed for a step ratio times as long (identity

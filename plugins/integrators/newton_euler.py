@@ -77,10 +77,10 @@ def _builder(method: str):
             k3 = f(s + dt / 2 * k2, t + dt / 2)
             k4 = f(s + dt * k3, t + dt)
             s_next = s + dt / 6 * (k1 + 2 * k2 + 2 * k3 + k4)
-        q0, qd0, t0, dt0, u0, qs0, qc0 = init_symbols(nq, nu)
+        q0, qd0, t0, dt0, u0, *runs = init_symbols(nq, nu)
         return StepProblem(
             integrator=method, kind=ProblemKind.EXPLICIT, config=config, nq=nq, nx=0, ns=ns, nu=nu,
-            init=ca.Function("init", [q0, qd0, t0, dt0, u0, qs0, qc0], [ca.vertcat(q0, qd0)], INIT_NAMES,
+            init=ca.Function("init", [q0, qd0, t0, dt0, u0, *runs], [ca.vertcat(q0, qd0)], INIT_NAMES,
                              ["s0"]),
             params=standard_params(ns, nu),
             guess=ca.Function("guess", [p], [ca.SX(0, 1)], ["p"], ["x0"]),

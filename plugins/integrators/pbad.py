@@ -72,15 +72,18 @@ of the configuration-space polynomial through the K+1 node configurations (accur
 order). The first history node ``q(t0 + tau_0 dt)`` is the exact motion's, integrated backwards from
 ``(q0, qd0)`` by classical RK4 (forward dynamics with the generalised-force models, inputs held;
 :func:`pbframework.step.start_configurations`, the same arithmetic in the generated-C driver) in
-2 :data:`START_SUBSTEPS` steps, error O(dt^5), where that is resolved: ``init`` takes it where it agrees
-with the same integration in half as many steps to a tenth of its distance from the local third-order
-Taylor node (O(dt^4)), else the Taylor node (:func:`pbframework.step.start_node`).
-On CHAIN-100 at rest at dt = 0.1 s the Taylor node alone is 0.113 rad from the exact one (tip joint), and
-the scheme carried that error as spurious kinetic energy: 5.1% of DESIGN.md's energy scale above the
-initial energy after the first step; with the RK4 node (1.3e-5 rad off) the run never rises above its
-initial energy (2 s measured: largest value after t0 -0.076%). Backwards in time, friction and damping
-are exponential growth: with a stiff penalty contact's friction (``tests/test_forces.py``'s box on a
-slope) the two RK4 runs reach 1e19-1e20 m and rad, and the Taylor node is kept. The solver starts
+2 :data:`START_SUBSTEPS` steps, error O(dt^5), where that motion is resolved and shaped little by
+dissipation; otherwise the local third-order Taylor node (O(dt^4)). ``init`` takes the RK4 node where the
+same integration in half as many steps, and the one with the forces' velocity argument reversed (equal for
+time-reversible dynamics), both agree with it to a tenth of its distance from the Taylor node
+(:func:`pbframework.step.start_node`). On CHAIN-100 at rest at dt = 0.1 s the Taylor node alone is
+0.113 rad from the exact one (tip joint), and the scheme carried that error as spurious kinetic energy:
+5.1% of DESIGN.md's energy scale above the initial energy after the first step; with the RK4 node
+(1.3e-5 rad off) the run never rises above its initial energy (2 s measured: largest value after t0
+-0.076%). Backwards in time, friction, damping and drag are exponential growth, and the exact past carries
+velocities far above ``qd0`` into the first step (a damped pendulum: first-step velocity 1.74 from the RK4
+node, 1.07 from the Taylor node, 0.32 exact; with ``tests/test_forces.py``'s box on a slope the RK4 runs
+reach 1e6-1e20): there the Taylor node is kept. The solver starts
 from the second-order Taylor prediction ``q_k + a dt v_k + (a dt)^2 / 2 qdd(q_k, v_k)`` at each node
 (forward dynamics with the generalised-force models), scaled down to at most :data:`GUESS_STEP` rad.
 
@@ -243,14 +246,15 @@ def build_pbad(model: ArticulatedBody, config: StepConfig, forces) -> StepProble
     Q = [q_h, q_k] + [x[j * nq:(j + 1) * nq] for j in range(K - 1)]
 
     # -- init, guess, advance --------------------------------------------------------------------------
-    q0, qd0, t0, dt0, u0, qs0, qc0 = init_symbols(nq, nu)
+    q0, qd0, t0, dt0, u0, qs0, qc0, qr0 = init_symbols(nq, nu)
     qt0 = taylor_start(model, forces, q0, qd0, t0, tau[0] * dt0, config.fd, u0 if nu else None)
-    init = ca.Function("init", [q0, qd0, t0, dt0, u0, qs0, qc0], [ca.vertcat(q0, qd0, start_node(qs0, qc0, qt0))],
-                       INIT_NAMES, ["s0"])
-    qa, va, ta, ua = ca.SX.sym("q", nq), ca.SX.sym("v", nq), ca.SX.sym("t"), ca.SX.sym("u", nu)
+    init = ca.Function("init", [q0, qd0, t0, dt0, u0, qs0, qc0, qr0],
+                       [ca.vertcat(q0, qd0, start_node(qs0, qc0, qr0, qt0))], INIT_NAMES, ["s0"])
+    qa, va, ta, ua, sg = ca.SX.sym("q", nq), ca.SX.sym("v", nq), ca.SX.sym("t"), ca.SX.sym("u", nu), ca.SX.sym("sign")
     start_acceleration = ca.Function(
-        "start_acceleration", [qa, va, ta, ua],
-        [acceleration_expr(model, forces, qa, va, ta, config.fd, ua if nu else None)], ["q", "v", "t", "u"], ["qdd"])
+        "start_acceleration", [qa, va, ta, ua, sg],
+        [acceleration_expr(model, forces, qa, sg * va, ta, config.fd, ua if nu else None)],
+        ["q", "v", "t", "u", "sign"], ["qdd"])
     a_k = acceleration_expr(model, forces, q_k, v_k, t, config.fd, u if nu else None)
     moves = [a * dt * v_k + (a * dt) ** 2 / 2 * a_k for a in tau[2:]]
     cap = ca.fmin(1.0, GUESS_STEP / ca.fmax(ca.norm_inf(moves[-1]), 1e-300))
@@ -294,8 +298,9 @@ def build_pbad(model: ArticulatedBody, config: StepConfig, forces) -> StepProble
                             "derivative at t_{k+1} of the degree-K configuration polynomial through the "
                             "K+1 collocation configurations"),
                   start=(f"history node q(t0{tau[0]:+.4f} dt): {2 * START_SUBSTEPS} RK4 steps of the exact motion "
-                         f"from (q0, qd0) with forward dynamics '{config.fd}' where resolved (agreeing with "
-                         f"{START_SUBSTEPS} steps to a tenth of the distance from the 3rd-order Taylor node), "
+                         f"from (q0, qd0) with forward dynamics '{config.fd}' where resolved and little "
+                         f"shaped by dissipation (the {START_SUBSTEPS}-step run and the run with reversed "
+                         f"velocity forces agree to a tenth of the distance from the 3rd-order Taylor node), "
                          f"else that Taylor node"),
                   start_acceleration=start_acceleration, start_offset=float(tau[0]), start_substeps=START_SUBSTEPS,
                   meta=meta)

@@ -2,7 +2,8 @@
 
 Both run the same damped-Newton loop (seed 000 §5: ``x <- x - [H + mu D]^-1 g`` with ``mu`` tuned so the
 objective decreases): a trial step is accepted when the actual decrease is at least ``1e-4`` of the
-decrease the quadratic model predicts; ``mu`` then shrinks (by ``shrink`` for a good step, by Nielsen's
+decrease the quadratic model predicts, or, where both are below the objective's rounding error, when it
+lowers ``||g||_inf`` ("precision" below); ``mu`` then shrinks (by ``shrink`` for a good step, by Nielsen's
 rule for a poor one), otherwise it grows by a doubling factor. ``D`` is Marquardt's diagonal scaling
 (the running maximum of ``|diag H|``) or, with ``metric=True``, the problem's mass-matrix metric. Indefinite ``H + mu I`` (possible with the exact Hessian) raises ``mu`` until the Cholesky
 factorisation succeeds and the step is at most ``max_step`` long (a trust region). One iteration costs one evaluation of the problem's value-gradient-Hessian
@@ -25,8 +26,8 @@ Stopping tests (``LMOptions``), in the order checked:
   the residual norm ``||W r||_2 <= residual_tol``. Integrators scale their objectives by ``dt^2`` so these are mass-weighted
   displacements (kg m^2): ``1e-10`` means the same at every dt.
 * ``xtol`` -- converged after an accepted step with ``||dx||_inf <= xtol (1 + ||x||_inf)``.
-* precision -- a step whose predicted decrease is below the rounding error of the objective
-  (``<= 10 eps (|f| + |f_trial|)``) is taken where it lowers ``||g||_inf`` (the objective cannot tell
+* precision -- a step whose predicted and actual changes of the objective are both below its rounding
+  error (``<= 10 eps (|f| + |f_trial|)``) is taken where it lowers ``||g||_inf`` (the objective cannot tell
   there, the gradient can: the energy objective resolves ``x`` only to about ``sqrt(eps)`` by its values)
   and otherwise ends the loop: no further decrease is representable; reported as converged with reason
   ``"precision"``.
@@ -213,7 +214,8 @@ def levenberg_marquardt(evaluate: Evaluate, x0: np.ndarray, opt: LMOptions, leas
         small_step = float(np.max(np.abs(delta))) <= opt.xtol * (1.0 + float(np.max(np.abs(x))))
         ok = np.isfinite(fn) and np.all(np.isfinite(gn)) and all(np.all(np.isfinite(h)) for h in Hns)
         rho = (f - fn) / pred if (ok and pred > 0) else -1.0
-        floor = ok and pred <= 10.0 * EPS * (abs(f) + abs(fn))
+        noise = 10.0 * EPS * (abs(f) + abs(fn))      # rounding error of f - fn
+        floor = ok and pred <= noise and abs(f - fn) <= noise
         if floor and not rho > 1e-4 and float(np.max(np.abs(gn), initial=0.0)) < float(np.max(np.abs(g), initial=0.0)):
             rho = 1.0        # at the objective's rounding floor f cannot tell; the smaller gradient can
         if rho > 1e-4:
