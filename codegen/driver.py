@@ -245,16 +245,6 @@ class KernelPlan:
                 + f", {tot} instructions in {len(self.kernels)} kernels")
 
 
-def _has_start(problem) -> bool:
-    """Whether ``init`` needs the RK4 runs of ``pbframework.step.start_configurations``."""
-    if (getattr(problem, "start_acceleration", None) is None or problem.nq == 0
-            or float(getattr(problem, "start_offset", 0.0)) == 0.0):
-        return False
-    if int(problem.start_substeps) < 1:
-        raise DriverError(f"start_substeps must be >= 1, got {problem.start_substeps!r}")
-    return True
-
-
 def _rename(f: ca.Function, name: str) -> ca.Function:
     f = _as_sx(f)
     ins = f.sx_in()
@@ -347,7 +337,7 @@ def plan_kernels(problem, solver: str, *, derivatives: str = "auto", directions:
         raise DriverError(f"metric must be 'auto', 'full', 'directional' or 'none', got {metric!r}")
     kernels = [_rename(problem.init, "pbfk_init"), _rename(problem.params, "pbfk_params"),
                _rename(problem.advance, "pbfk_advance")]
-    if _has_start(problem):
+    if problem.has_start:
         kernels.append(_rename(problem.start_acceleration, "pbfk_start"))
     if nx:
         kernels.append(_rename(problem.guess, "pbfk_guess"))
@@ -511,7 +501,8 @@ def emit_step_library(problem, solver: str = "lm", *, name: str | None = None, h
             :func:`pbframework.codegen.emit.emit_c`).
         chunk: instructions per chunk of the chunked emitter.
         cold_above: kernels run once per step (guess, pre, metric, ...) with more instructions than this,
-            and ``init`` and ``start`` (run once per rollout) always, are compiled without optimisation (see :func:`emit_sx_kernel`).
+            and ``init`` and ``start`` (run once per rollout) always, are compiled without optimisation
+            (see :func:`emit_sx_kernel`).
         plan: kernels from :func:`plan_kernels` (built from ``plan_options`` when omitted).
         **plan_options: passed to :func:`plan_kernels` (``derivatives``, ``directions``, ``metric``, ``model``).
 
@@ -550,8 +541,8 @@ def emit_step_library(problem, solver: str = "lm", *, name: str | None = None, h
         "PBF_HAVE_RESTART": int("pbfk_restart" in plan.instructions),
         "PBF_HAVE_KINETIC": int("pbfk_kinetic" in plan.instructions),
         "PBF_HAVE_START": int("pbfk_start" in plan.instructions),
-        "PBF_START_SUBSTEPS": int(getattr(problem, "start_substeps", 1)),
-        "PBF_START_OFFSET": repr(float(getattr(problem, "start_offset", 0.0))),
+        "PBF_START_SUBSTEPS": int(problem.start_substeps),
+        "PBF_START_OFFSET": repr(float(problem.start_offset)),
     }
     header = _PRELUDE.format(describe=f"{problem.describe()}; {plan.describe()}")
     defs = "".join(f"#define {k} {v}\n" for k, v in macros.items())

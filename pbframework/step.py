@@ -227,6 +227,13 @@ class StepProblem:
         if n_in != len(INIT_NAMES):
             raise StepError(f"{self.integrator}: init must take {len(INIT_NAMES)} inputs "
                             f"({', '.join(INIT_NAMES)}; pbframework.step.init_symbols), got {n_in}")
+        if self.start_acceleration is not None and int(self.start_substeps) < 1:
+            raise StepError(f"{self.integrator}: start_substeps must be >= 1, got {self.start_substeps!r}")
+
+    @property
+    def has_start(self) -> bool:
+        """Whether ``init`` needs the RK4 runs of :func:`start_configurations` (else they are ``q0``)."""
+        return self.start_acceleration is not None and self.start_offset != 0.0 and self.nq > 0
 
     @property
     def np(self) -> int:
@@ -615,12 +622,9 @@ def start_configurations(problem: "StepProblem", q0, qd0, t0: float, dt: float, 
     Non-finite results are returned as they are.
     """
     q = np.asarray(q0, float).ravel()
-    f = problem.start_acceleration
-    if f is None or problem.start_offset == 0.0 or problem.nq == 0:
+    if not problem.has_start:
         return q.copy(), q.copy(), q.copy()
-    n = int(problem.start_substeps)
-    if n < 1:
-        raise StepError(f"{problem.integrator}: start_substeps must be >= 1, got {problem.start_substeps!r}")
+    f, n = problem.start_acceleration, int(problem.start_substeps)
     v = np.asarray(qd0, float).ravel()
     uu = np.zeros(0) if u is None else np.asarray(u, float).ravel()
     span = problem.start_offset * float(dt)
@@ -647,8 +651,8 @@ def start_node(q_start, q_check, q_reverse, q_taylor):
     carries a past velocity far above ``qd0`` into the scheme's first step (CHAIN-1 revolute, joint
     damping 15 N m s, about 45 1/s, dt = 0.1 s, qd0 = 1: first-step velocity 1.74 from the RK4 node,
     against 1.07 from the Taylor node and 0.32 exact), or RK4 cannot resolve it at all (runs that
-    disagree, overflow); there the local Taylor configuration is the consistent choice. NaN fails every comparison, so a non-finite run selects
-    ``q_taylor``.
+    disagree, overflow); there the local Taylor configuration is the consistent choice. NaN fails every
+    comparison, so a non-finite run selects ``q_taylor``.
     """
     gap = ca.fmax(ca.mmax(ca.fabs(q_start - q_check)), ca.mmax(ca.fabs(q_start - q_reverse)))
     distance = ca.mmax(ca.fabs(q_start - q_taylor))
