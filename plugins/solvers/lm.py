@@ -216,7 +216,8 @@ def levenberg_marquardt(evaluate: Evaluate, x0: np.ndarray, opt: LMOptions, leas
         rho = (f - fn) / pred if (ok and pred > 0) else -1.0
         noise = 10.0 * EPS * (abs(f) + abs(fn))      # rounding error of f - fn
         floor = ok and pred <= noise and abs(f - fn) <= noise
-        if floor and not rho > 1e-4 and float(np.max(np.abs(gn), initial=0.0)) < float(np.max(np.abs(g), initial=0.0)):
+        if (floor and not rho > 1e-4
+                and float(np.max(np.abs(gn), initial=0.0)) < float(np.max(np.abs(g), initial=0.0))):
             rho = 1.0        # at the objective's rounding floor f cannot tell; the smaller gradient can
         if rho > 1e-4:
             if hybrid:       # Fletcher-Xu: keep Gauss-Newton while it removes >= 20% of f per step
