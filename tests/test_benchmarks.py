@@ -326,6 +326,40 @@ def test_work_precision(tmp_path):
             assert b["wall"] == min(r["wall"] for r in rows if r["method"] == m and r["error"] <= float(budget))
 
 
+def test_whip_steps(tmp_path):
+    """Single steps redone from a rollout: bitwise the rollout's, grouped by halving depth, against an RK4
+    motion that conserves energy; the same from an energy.py checkpoint."""
+    out, stdout = run_benchmark(tmp_path, "whip_steps.py", "--chain", 3, "--dt", 0.01, "--until", 0.3,
+                                "--from", 0.1, "--every", 5, "--probe-every", 2)
+    data = load(out, "whip_steps")
+    assert (data["chain"], data["order"], data["dt"]) == (3, 3, 0.01)
+    rows = data["rows"]
+    assert [round(r["t"], 6) for r in rows] == [0.1, 0.15, 0.2, 0.25]       # steps 10..29 hold ends to 0.3 s
+    assert all(r["reproduced"] and r["converged"] for r in rows)
+    assert ["probe" in r for r in rows] == [True, False, True, False]
+    assert all(r["probe"]["converged"] and r["probe"]["iterations"] >= 1 for r in rows if "probe" in r)
+    # the exact motion over 10 ms at 50 substeps: energy to rounding, the step within its truncation error
+    assert data["rk4_max_abs_dE"] < 1e-8
+    assert all(0 < r["error_q"] < 1e-3 and abs(r["dE"]) < 0.1 for r in rows)
+    assert sum(line["steps"] for line in data["summary"]) == len(rows)
+    assert "steps reproduced bitwise: 4 of 4" in stdout
+    # from a checkpoint of energy.py's order-3 rollout (its name carries the order)
+    run_benchmark(tmp_path, "energy.py", "--chains", 3, "--duration", 0.2, "--ne-dt", 0.05, "--pbad-dt",
+                  "3:0.01", "--no-stability", "--pbad-orders", 3, "--name", "ck", "--resume")
+    ck = out / "ck_chain3_pbad3_dt0.01.ckpt.npz"
+    _, stdout = run_benchmark(tmp_path, "whip_steps.py", "--checkpoint", ck, "--from", 0.05, "--every", 4,
+                              "--name", "from_ck")
+    data = load(out, "from_ck")
+    assert (data["chain"], data["order"], data["dt"]) == (3, 3, 0.01)
+    assert len(data["rows"]) == 4 and all(r["reproduced"] for r in data["rows"])   # t = 0.05 .. 0.17 s
+    for args, message in ((["--checkpoint", out / "none.npz"], "none.npz: no such file"),
+                          (["--checkpoint", ck, "--from", 1.0], "no step to sample: the rollout holds steps up to")):
+        proc = subprocess.run([sys.executable, "benchmarks/whip_steps.py", *map(str, args)], cwd=ROOT,
+                              env={**os.environ, "PBF_BENCH_OUT": str(out)}, capture_output=True, text=True,
+                              timeout=TIMEOUT_S)
+        assert proc.returncode != 0 and message in proc.stderr, proc.stderr
+
+
 def test_fd_scaling(tmp_path):
     pytest.importorskip("pinocchio")
     out, _ = run_benchmark(tmp_path, "fd_scaling.py", "--n", 2, 3, "--batch-n", 2, "--batch", 1, 4, "--repeat", 1)
