@@ -62,6 +62,18 @@ def energy_rise(E, scale: float, diverged: bool = False) -> float:
     return math.inf if diverged else float(np.max(E - E[0])) / scale * 100.0
 
 
+def first_above(E, scale: float, limit: float, E0: float | None = None) -> int | None:
+    """Index of the first entry of the energy series ``E`` more than ``limit`` percent of ``scale`` above
+    ``E0`` (default ``E[0]``), or None (always None for an infinite ``limit``). A non-finite entry counts as
+    above."""
+    E = np.asarray(E, float)
+    if not math.isfinite(limit) or len(E) == 0:
+        return None
+    ref = float(E[0]) if E0 is None else float(E0)
+    above = ~((E - ref) / scale * 100.0 <= limit)
+    return int(np.argmax(above)) if above.any() else None
+
+
 def write_json(name: str, data) -> Path:
     path = out_path(name)
     path.write_text(json.dumps(data, indent=2, default=float))

@@ -13,6 +13,12 @@ CHAIN-100 at order 3 is a long run: 4000 solves with a 400 x 400 Jacobian, 0.1 s
 MuJoCo's RK4 at the same dt runs alongside as the peer when ``mujoco`` is installed, and our RK4 at
 ``--reference-dt`` (0.1 ms) as the reference of what the exact motion's energy does.
 
+A rollout has diverged where a state turns non-finite or a speed exceeds 1e4 (the Simulator's test, and
+the same for MuJoCo), or where its total energy rises more than ``--energy-limit`` percent of the scale
+above its start (default 100: the chain has no energy source, and 100% is its whole potential range gained
+from nowhere; the table marks it ``(E)``). Its series ends before that state, for every method alike; a
+native PBAD rollout stops there, without running the rest of its 10 s.
+
 Measured on CHAIN-100 (DESIGN.md's 1 m links: the tip whips from t ~ 1.5 s on): every Newton-Euler method
 at 2.5 ms diverges by t = 2.6 s, MuJoCo's RK4 too; our RK4 diverges at 0.5 ms (t = 4.2 s) and holds the
 energy within 4.7% at 0.25 ms (21 s of wall) and 3.0% at 0.1 ms (54 s; +0.18% at 3 s, +0.32% at 10 s).
@@ -67,14 +73,16 @@ import numpy as np
 import pbframework as pbf
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import OUT, energy_error, energy_rise  # noqa: E402  (same folder)
+from _common import OUT, energy_error, energy_rise, first_above  # noqa: E402  (same folder)
 from peer_mujoco import chain_mjcf, chunked_rollout, rollout_steps, trajectory_energy  # noqa: E402
 
 NE_METHODS = ("forward_euler", "semi_implicit_euler", "rk2", "rk3", "rk4")
 
 
-def run_mujoco(n: int, dt: float, duration: float, integrator: str, energy_fn, scale: float) -> dict | None:
-    """MuJoCo rollout; energy from pbframework's exact energy function on MuJoCo's (identical) coordinates."""
+def run_mujoco(n: int, dt: float, duration: float, integrator: str, energy_fn, scale: float,
+               energy_limit: float = math.inf) -> dict | None:
+    """MuJoCo rollout; energy from pbframework's exact energy function on MuJoCo's (identical) coordinates;
+    ended by ``energy_limit`` as ours are (:func:`energy_limit_cut`)."""
     try:
         import mujoco
     except ImportError:
@@ -98,11 +106,12 @@ def run_mujoco(n: int, dt: float, duration: float, integrator: str, energy_fn, s
     wall = time.perf_counter() - t0
     T, P = energy_fn(Q, V)
     E = T + P
-    return {"name": f"mujoco_{integrator.lower()}", "dt": dt, "wall": wall, "diverged": diverged_at is not None,
-            "diverged_at": diverged_at, "t": (np.arange(len(E)) * dt), "E": E,
-            "error": energy_error(E, scale, diverged_at is not None),
-            "rise": energy_rise(E, scale, diverged_at is not None),
-            "iterations": 0.0, "build": 0.0}
+    row = {"name": f"mujoco_{integrator.lower()}", "dt": dt, "wall": wall, "diverged": diverged_at is not None,
+           "diverged_at": diverged_at, "t": (np.arange(len(E)) * dt), "E": E,
+           "error": energy_error(E, scale, diverged_at is not None),
+           "rise": energy_rise(E, scale, diverged_at is not None),
+           "iterations": 0.0, "build": 0.0}
+    return energy_limit_cut(row, scale, energy_limit)
 
 
 @dataclass(frozen=True)
@@ -131,6 +140,8 @@ class RunOptions:
             part-way.
         reference_dt: ``--reference-dt``: the step of an RK4 reference series (0: none), fine enough to show
             what the energy of the exact motion does through the chain's whips.
+        energy_limit: ``--energy-limit``: a rollout whose total energy rises more than this many percent of
+            the energy scale above its start has diverged (inf: no limit); see :func:`energy_limit_cut`.
     """
 
     backend: str = "c"
@@ -143,6 +154,31 @@ class RunOptions:
     resume: bool = False
     report_only: bool = False
     reference_dt: float = 1e-4
+    energy_limit: float = 100.0
+
+
+def energy_limit_cut(row: dict, scale: float, limit: float) -> dict:
+    """``row`` ended at its first state whose total energy lies more than ``limit`` percent of ``scale``
+    above the start's, as diverged there (``diverged_by`` ``"energy"``), unless it diverged earlier. The
+    chain has no energy source: 100% is its whole potential range, gained from nowhere. The series keeps the
+    states before that one, as a rollout stopped by the Simulator's speed test does; the row's wall time and
+    counters stay those of the rollout as run (a native PBAD rollout is stopped at the state itself by
+    :func:`peer_mujoco.chunked_rollout`, with its counters over the steps kept)."""
+    j = first_above(row["E"], scale, limit)
+    if j is None or j == 0:
+        if row["diverged"] and "diverged_by" not in row:
+            row["diverged_by"] = "state"
+        return row
+    t = np.asarray(row["t"])
+    if row["diverged"] and row["diverged_at"] is not None and row["diverged_at"] <= t[j] + 1e-12:
+        row.setdefault("diverged_by", "state")
+        return row
+    row.update(t=t[:j], E=np.asarray(row["E"])[:j], diverged=True, diverged_at=float(t[j]), diverged_by="energy",
+               error=math.inf, rise=math.inf)
+    if "status" in row:
+        row["status"] = "diverged"
+        row["name"] = row["name"].split(" [to ")[0]
+    return row
 
 
 def _checkpoint_path(opts: RunOptions, model, name: str, dt: float) -> Path:
@@ -204,6 +240,15 @@ def run_pbf(opts: RunOptions, model, integrator: str, dt: float, duration: float
                 _save_checkpoint(ck_path, sim, snapshot())
                 last_save[0] = time.perf_counter()
 
+        E0 = float(np.sum(sim.energy(q0, np.zeros(model.nq))))
+        stopped = []
+
+        def stop(rows):             # the energy limit, on a piece's new states (row 0 stands in for the start)
+            j = first_above(trajectory_energy(sim, np.vstack([rows[:1], rows]), dt)[1:], sim.energy_scale,
+                            opts.energy_limit, E0) if len(rows) else None
+            stopped.extend([] if j is None else [j])
+            return j
+
         resume = _load_checkpoint(ck_path, sim, steps) if ck_path and opts.resume else None
         if opts.report_only:
             if resume is None:
@@ -214,27 +259,33 @@ def run_pbf(opts: RunOptions, model, integrator: str, dt: float, duration: float
             out = {**resume, "states": np.asarray(resume["states"], float), "status": status}
         else:
             out = chunked_rollout(sim, q0, dt, duration, opts.max_run_seconds, 0.1, log, resume=resume,
-                                  checkpoint=checkpoint if ck_path else None)
+                                  checkpoint=checkpoint if ck_path else None, stop=stop)
+            if stopped or (resume is not None and resume.get("diverged_by")):
+                out["diverged_by"] = "energy" if stopped else resume["diverged_by"]
             if ck_path:
                 _save_checkpoint(ck_path, sim, out)
         S, k = out["states"], out["steps_done"]
         E = trajectory_energy(sim, S, dt)
         diverged = out["status"] in ("diverged", "failed")
         scale = sim.energy_scale
-        return {"name": name + (f" [to {k * dt:g} s]" if out["status"] == "timeout" else ""), "dt": dt,
-                "wall": out["wall"], "build": build, "diverged": diverged,
-                "diverged_at": (k + 1) * dt if diverged else None, "t": np.arange(len(E)) * dt, "E": E,
-                "error": energy_error(E, scale, diverged), "rise": energy_rise(E, scale, diverged),
-                "iterations": out["iterations"] / max(k, 1), "unconverged": out["unconverged"],
-                "halvings": out["halvings"], "solver": sim.solver_name, "status": out["status"]}
+        row = {"name": name + (f" [to {k * dt:g} s]" if out["status"] == "timeout" else ""), "dt": dt,
+               "wall": out["wall"], "build": build, "diverged": diverged,
+               "diverged_at": (k + 1) * dt if diverged else None, "t": np.arange(len(E)) * dt, "E": E,
+               "error": energy_error(E, scale, diverged), "rise": energy_rise(E, scale, diverged),
+               "iterations": out["iterations"] / max(k, 1), "unconverged": out["unconverged"],
+               "halvings": out["halvings"], "solver": sim.solver_name, "status": out["status"]}
+        if out.get("diverged_by"):
+            row["diverged_by"] = str(out["diverged_by"])
+        return energy_limit_cut(row, scale, opts.energy_limit)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
         tr = sim.rollout(q0, None, duration=duration)
-    return {"name": name, "dt": dt, "wall": tr.wall_time, "build": build, "diverged": tr.diverged,
-            "diverged_at": tr.info["diverged_at"], "t": tr.t, "E": tr.energy, "error": tr.energy_error(),
-            "rise": tr.energy_rise(), "iterations": float(np.mean(tr.stats["iterations"])) if tr.steps else 0.0,
-            "unconverged": int((~tr.stats["converged"]).sum()), "halvings": int(tr.stats["halvings"].sum()),
-            "solver": tr.info["solver"]}
+    row = {"name": name, "dt": dt, "wall": tr.wall_time, "build": build, "diverged": tr.diverged,
+           "diverged_at": tr.info["diverged_at"], "t": tr.t, "E": tr.energy, "error": tr.energy_error(),
+           "rise": tr.energy_rise(), "iterations": float(np.mean(tr.stats["iterations"])) if tr.steps else 0.0,
+           "unconverged": int((~tr.stats["converged"]).sum()), "halvings": int(tr.stats["halvings"].sum()),
+           "solver": tr.info["solver"]}
+    return energy_limit_cut(row, sim.energy_scale, opts.energy_limit)
 
 
 def _downsample(t, E, n=2000):
@@ -248,14 +299,15 @@ def _error_text(r: dict) -> str:
 
 def table(rows, title: str, scale: float) -> None:
     print(f"\n{title}   (energy scale {scale:.1f} J)")
-    print(f"{'method':<30}{'dt [s]':>8}{'diverged':>12}{'max|E-E0| %':>14}{'max rise %':>12}{'wall [s]':>10}"
+    print(f"{'method':<30}{'dt [s]':>8}{'diverged':>16}{'max|E-E0| %':>14}{'max rise %':>12}{'wall [s]':>10}"
           f"{'iter/step':>10}")
     for r in rows:
-        div = f"at {r['diverged_at']:.2f}s" if r["diverged"] else "no"
+        div = (f"at {r['diverged_at']:.2f}s" + (" (E)" if r.get("diverged_by") == "energy" else "")
+               if r["diverged"] else "no")
         err = "-" if r["diverged"] else f"{r['error']:.4g}"
         rise = "-" if r["diverged"] else f"{r['rise']:+.4g}"
         label = r["name"] + (f" ({r['solver']})" if r.get("solver") else "")
-        print(f"{label:<30}{r['dt']:>8.4g}{div:>12}{err:>14}{rise:>12}{r['wall']:>10.3g}{r['iterations']:>10.3g}")
+        print(f"{label:<30}{r['dt']:>8.4g}{div:>16}{err:>14}{rise:>12}{r['wall']:>10.3g}{r['iterations']:>10.3g}")
 
 
 def fig2(opts: RunOptions, chains, duration, ne_dt, pbad_dt) -> dict:
@@ -268,7 +320,7 @@ def fig2(opts: RunOptions, chains, duration, ne_dt, pbad_dt) -> dict:
             rows.append(run_pbf(opts, model, "rk4", opts.reference_dt, duration))
             rows[-1]["name"] = "rk4 (reference)"
         sim = pbf.Simulator(model, "rk4", dt=ne_dt)
-        mj = run_mujoco(n, ne_dt, duration, "RK4", sim.energy, scale)
+        mj = run_mujoco(n, ne_dt, duration, "RK4", sim.energy, scale, opts.energy_limit)
         if mj:
             rows.append(mj)
         pdt = pbad_dt.get(n, ne_dt)
@@ -357,11 +409,16 @@ def main(argv=None) -> int:
                     help="with --resume: report the PBAD rollouts as their checkpoints left them, no further step")
     ap.add_argument("--reference-dt", type=float, default=1e-4,
                     help="step of the RK4 reference series (default 1e-4 s; 0: none)")
+    ap.add_argument("--energy-limit", type=float, default=100.0, metavar="PERCENT",
+                    help="a rollout whose total energy rises more than this many percent of the energy scale "
+                         "above its start has diverged there (default 100: the whole potential range; inf: none)")
     args = ap.parse_args(argv)
     if args.report_only and not args.resume:
         ap.error("--report-only reports checkpoints: give --resume too")
     if not (math.isfinite(args.reference_dt) and args.reference_dt >= 0):
         ap.error(f"--reference-dt must be 0 (none) or a positive step in seconds, got {args.reference_dt}")
+    if not args.energy_limit > 0:
+        ap.error(f"--energy-limit must be a positive percentage (inf: none), got {args.energy_limit}")
     checkpoints = args.checkpoint_every is not None or args.resume
     opts = RunOptions(
         backend=args.backend, pbad_orders=tuple(int(k) for k in args.pbad_orders.split(",")),
@@ -369,7 +426,7 @@ def main(argv=None) -> int:
         max_run_seconds=args.max_run_seconds, log_every=args.log_every,
         checkpoint_stem=args.name if checkpoints else None, resume=args.resume,
         checkpoint_every=120.0 if args.checkpoint_every is None else args.checkpoint_every,
-        report_only=args.report_only, reference_dt=args.reference_dt)
+        report_only=args.report_only, reference_dt=args.reference_dt, energy_limit=args.energy_limit)
     duration = args.duration or (2.0 if args.quick else 10.0)
     chains = [int(c) for c in (args.chains or ("10,40" if args.quick else "10,100")).split(",")]
     pbad_dt = {int(k): float(v) for k, v in (kv.split(":") for kv in args.pbad_dt.split(","))}

@@ -157,7 +157,8 @@ def rollout_steps(duration: float, dt: float) -> int:
 
 
 def chunked_rollout(sim: pbf.Simulator, q0: np.ndarray, dt: float, duration: float, max_seconds: float = math.inf,
-                    chunk_seconds: float = 0.1, log=None, resume: dict | None = None, checkpoint=None) -> dict:
+                    chunk_seconds: float = 0.1, log=None, resume: dict | None = None, checkpoint=None,
+                    stop=None) -> dict:
     """A rollout through the simulator's native runner (dt is a parameter of the compiled step, so one
     library serves every dt) in pieces of ``chunk_seconds`` simulated time, so a run far slower than its
     peers can be stopped after ``max_seconds`` of wall time (counted over this call only); the pieces
@@ -166,7 +167,10 @@ def chunked_rollout(sim: pbf.Simulator, q0: np.ndarray, dt: float, duration: flo
     ``log(done_t, wall, iterations, halvings)`` is called after every piece, ``checkpoint(snapshot)`` too,
     where ``snapshot()`` returns the result so far (the dict below, status ``running``). ``resume``: such a
     result of an earlier, stopped call (e.g. saved by ``checkpoint``); the rollout continues from its last
-    state and its counters, with results identical to an uninterrupted run.
+    state and its counters, with results identical to an uninterrupted run. ``stop(states)``, called with
+    the states of every piece that follow the rollout's first state (the pieces' new rows), returns the
+    index of the first one that counts as diverged (e.g. the energy benchmark's energy limit) or None; the
+    rollout then ends before that state, status ``diverged``, its counters over the steps kept.
 
     Returns a dict: ``states`` (integrator states, one row per step reached), ``wall``, ``steps_done``,
     ``status`` (``done``, ``diverged``, ``failed`` or ``timeout``), ``iterations``, ``halvings``,
@@ -193,15 +197,19 @@ def chunked_rollout(sim: pbf.Simulator, q0: np.ndarray, dt: float, duration: flo
         out = runner.rollout(q0, np.zeros(sim.model.nq), 0.0, dt, n, state=state, first_step=done)
         acc["wall"] += out.wall_time
         wall_here += out.wall_time
-        states.append(out.states if not states else out.states[1:])
-        acc["steps_done"] += out.steps_done
-        acc["iterations"] += int(out.iterations.sum())
-        acc["halvings"] += int(out.halvings.sum())
-        acc["unconverged"] += int((~out.converged).sum())
+        kept = out.steps_done
+        cut = stop(out.states[1:kept + 1]) if stop is not None else None
+        if cut is not None:
+            kept = int(cut)
+        states.append(out.states[:kept + 1] if not states else out.states[1:kept + 1])
+        acc["steps_done"] += kept
+        acc["iterations"] += int(out.iterations[:kept].sum())
+        acc["halvings"] += int(out.halvings[:kept].sum())
+        acc["unconverged"] += int((~out.converged[:kept]).sum())
         if log is not None:
             log(acc["steps_done"] * dt, acc["wall"], acc["iterations"], acc["halvings"])
-        if out.status != "done":
-            status = out.status
+        if cut is not None or out.status != "done":
+            status = "diverged" if cut is not None else out.status
             break
         state = out.states[-1]
         if checkpoint is not None:

@@ -206,6 +206,40 @@ def test_energy_stopped_and_resumed_equals_one_run(tmp_path):
         assert part[key] == whole[key], key
 
 
+def test_energy_limit_ends_a_series_that_gains_energy(tmp_path):
+    """--energy-limit: a series ends before its first state more than the limit above its start, diverged
+    there ("energy"), for a Newton-Euler rollout and a native PBAD one (stopped in its piece, counters over
+    the steps kept) alike; series below the limit are untouched; a checkpoint keeps the verdict."""
+    common = ["--chains", 3, "--duration", 0.3, "--ne-dt", 0.01, "--pbad-dt", "3:0.01", "--no-stability",
+              "--reference-dt", 0]
+    out, _ = run_benchmark(tmp_path, "energy.py", *common, "--energy-limit", "inf", "--name", "free")
+    free = {r["name"]: r for r in load(out, "free")["fig2"]["3"]["rows"]}
+    scale = load(out, "free")["fig2"]["3"]["scale"]
+    limit = 0.003                       # measured rises: forward Euler 0.94%, pbad3 0.0062%, rk2 0.0023%
+    assert free["forward_euler"]["rise"] > limit and free["pbad3"]["rise"] > limit > free["rk2"]["rise"]
+    out, stdout = run_benchmark(tmp_path, "energy.py", *common, "--energy-limit", limit, "--name", "cut",
+                                "--resume")
+    cut = {r["name"]: r for r in load(out, "cut")["fig2"]["3"]["rows"]}
+    assert list(cut) == list(free)
+    for name, r in cut.items():
+        rise = (np.asarray(free[name]["E"]) - free[name]["E"][0]) / scale * 100
+        if rise.max() <= limit:
+            assert not r["diverged"] and r["E"] == free[name]["E"], name
+            continue
+        j = int(np.argmax(rise > limit))
+        assert r["diverged"] and r["diverged_by"] == "energy" and r["diverged_at"] == pytest.approx(j * 0.01), name
+        assert r["E"] == free[name]["E"][:j] and math.isinf(r["error"]), name
+    assert {n for n, r in cut.items() if r["diverged"]} == {"forward_euler", "pbad3"}
+    assert cut["pbad3"]["status"] == "diverged" and cut["pbad3"]["iterations"] > 0
+    assert " (E)" in stdout
+    # the checkpoint of the stopped PBAD rollout reports the same verdict
+    run_benchmark(tmp_path, "energy.py", *common, "--energy-limit", limit, "--name", "cut", "--resume",
+                  "--report-only")
+    again = {r["name"]: r for r in load(out, "cut")["fig2"]["3"]["rows"]}["pbad3"]
+    assert again["E"] == cut["pbad3"]["E"] and again["diverged_by"] == "energy"
+    assert again["diverged_at"] == cut["pbad3"]["diverged_at"]
+
+
 def test_energy_refuses_a_checkpoint_of_another_run(tmp_path):
     """--resume never glues a checkpoint onto a different run: a longer one, or one of another build;
     --report-only without a checkpoint is an error, not an empty series."""
