@@ -141,7 +141,9 @@ class RunOptions:
         reference_dt: ``--reference-dt``: the step of an RK4 reference series (0: none), fine enough to show
             what the energy of the exact motion does through the chain's whips.
         energy_limit: ``--energy-limit``: a rollout whose total energy rises more than this many percent of
-            the energy scale above its start has diverged (inf: no limit); see :func:`energy_limit_cut`.
+            the energy scale above its start has diverged (inf: no limit); see :func:`energy_limit_cut`. A
+            checkpoint stopped by the limit stays stopped when resumed under a higher one (remove it to run
+            on); one that ran past a lower limit is cut where it crossed it.
     """
 
     backend: str = "c"
