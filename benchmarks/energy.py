@@ -5,11 +5,11 @@ Part 1 (Fig. 2): the CHAIN-N benchmark of DESIGN.md (start at rest, z-angles 0.3
 forward Euler, semi-implicit Euler (seed 000 Eq. 3), RK2, RK3 and RK4 on ABA at dt = 2.5 ms (the figure's
 step), and PBAD orders 2 (energy form, ``lm``) and 3 (collocation, ``jtj_lm``), also at 2.5 ms on
 CHAIN-10 and CHAIN-100 ("we redo the experiment"; ``--pbad-dt`` per chain, 5 ms on the quick CHAIN-40).
-CHAIN-100 at order 3 is a long run: 4000 solves with a 400 x 400 Jacobian, 0.1 s of simulated time per
-10 s of wall time at the start, per ~100 s once the chain whips (t = 1.6-2 s) and per ~800 s at t = 2.7 s
-(measured on 2 cores; t = 2.8 s took 81 min). At 10 ms it is no cheaper: 0.1 s per 6 s at the start but per
-~230 s at t = 2 s, where every step needs ~200 iterations and halvings. Run it in pieces with
-``--max-run-seconds`` and ``--resume`` (below).
+CHAIN-100 at order 3 is a long run: solves with a 400 x 400 Jacobian, 0.1 s of simulated time per
+~10 s of wall time at the start, per ~100 s once the chain whips (t = 1.6-2 s) and per 650-1560 s from
+t = 2.6 s on (measured on 2 cores; 11202 s of wall to its energy-limit verdict at t = 3.26 s). At 10 ms
+it is no cheaper: 0.1 s per 6 s at the start but per ~230 s at t = 2 s, where every step needs ~200
+iterations and halvings. Run it in pieces with ``--max-run-seconds`` and ``--resume`` (below).
 MuJoCo's RK4 at the same dt runs alongside as the peer when ``mujoco`` is installed, and our RK4 at
 ``--reference-dt`` (0.1 ms) as the reference of what the exact motion's energy does.
 
@@ -22,12 +22,15 @@ native PBAD rollout stops there, without running the rest of its 10 s.
 Measured on CHAIN-100 (DESIGN.md's 1 m links: the tip whips from t ~ 1.5 s on): every Newton-Euler method
 at 2.5 ms diverges by t = 2.6 s, MuJoCo's RK4 too; our RK4 diverges at 0.5 ms (t = 4.2 s) and holds the
 energy within 4.7% at 0.25 ms (21 s of wall) and 3.0% at 0.1 ms (54 s; +0.18% at 3 s, +0.32% at 10 s).
-Order-2 PBAD at 2.5 ms runs the 10 s and loses 92% of the scale. Order 3 holds the energy until the whip
-(within 0.06% to t = 1.6 s at 2.5 ms, 0.02% to t = 1.9 s at 0.625 ms), then *gains* energy at both steps
-tried: at 2.5 ms +4.5% at 2 s, +12% at 2.5 s, +84% at 3.1 s (halvings at most steps from 2 s on; 8762 s
-of wall to t = 3.1 s); at 0.625 ms
-(``--pbad-dt 100:0.000625``) +0.15% at 2 s, +2.0% at 2.5 s, +20% at 3.0 s (0 halvings before 2.6 s; 1838 s
-of wall to t = 3.0 s, four times fewer than at 2.5 ms).
+With the energy limit every Newton-Euler method at 2.5 ms has diverged by t = 2.59 s (forward and
+semi-implicit Euler at 1.43 and 1.49 s, RK2-RK4 and MuJoCo's RK4 at 2.56-2.59 s). Order-2 PBAD at 2.5 ms
+runs the 10 s and loses 92% of the scale. Order 3 holds the energy until the whip (within 0.12% to t = 1.6
+s at 2.5 ms), then *gains* energy: at 2.5 ms +3.6% at 2 s, +10.9% at 2.5 s, +61% at 3.0 s, +88% at 3.2 s
+and past +100% at t = 3.26 s, where the series ends as diverged (130 iterations per step, 2794 halvings, 5
+unconverged steps; ``whip_steps.py`` shows where the energy comes from). Seed 000 Fig. 2(b) (order 3 and RK3
+stable on its 100-link chain) is not reproduced on DESIGN.md's CHAIN-100. With the earlier third-order
+Taylor start node, order 3 at 0.625 ms (``--pbad-dt 100:0.000625``) gained +0.15% at 2 s, +2.0% at 2.5 s,
++20% at 3.0 s (0 halvings before 2.6 s; 1838 s of wall to t = 3.0 s).
 
 Part 2 (stability, the issue's must-show at full length): ``pbad`` order 2 with ``lm`` on CHAIN-10, -40 and
 -100 at dt = 0.05 and 0.1 for 10 s: diverged or not, and how far the total energy ever rises above its
