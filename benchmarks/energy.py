@@ -169,15 +169,12 @@ def energy_limit_cut(row: dict, scale: float, limit: float) -> dict:
     states before that one, as a rollout stopped by the Simulator's speed test does; the row's wall time and
     counters stay those of the rollout as run (a native PBAD rollout is stopped at the state itself by
     :func:`peer_mujoco.chunked_rollout`, with its counters over the steps kept)."""
-    j = first_above(row["E"], scale, limit)
-    if j is None or j == 0:
-        if row["diverged"] and "diverged_by" not in row:
-            row["diverged_by"] = "state"
+    j = first_above(row["E"], scale, limit)       # the series holds only states before any other divergence
+    if not j:
+        if row["diverged"]:
+            row.setdefault("diverged_by", "state")
         return row
     t = np.asarray(row["t"])
-    if row["diverged"] and row["diverged_at"] is not None and row["diverged_at"] <= t[j] + 1e-12:
-        row.setdefault("diverged_by", "state")
-        return row
     row.update(t=t[:j], E=np.asarray(row["E"])[:j], diverged=True, diverged_at=float(t[j]), diverged_by="energy",
                error=math.inf, rise=math.inf)
     if "status" in row:
@@ -246,13 +243,10 @@ def run_pbf(opts: RunOptions, model, integrator: str, dt: float, duration: float
                 last_save[0] = time.perf_counter()
 
         E0 = float(np.sum(sim.energy(q0, np.zeros(model.nq))))
-        stopped = []
 
         def stop(rows):             # the energy limit, on a piece's new states (row 0 stands in for the start)
-            j = first_above(trajectory_energy(sim, np.vstack([rows[:1], rows]), dt)[1:], sim.energy_scale,
-                            opts.energy_limit, E0) if len(rows) else None
-            stopped.extend([] if j is None else [j])
-            return j
+            return first_above(trajectory_energy(sim, np.vstack([rows[:1], rows]), dt)[1:], sim.energy_scale,
+                               opts.energy_limit, E0) if len(rows) else None
 
         resume = _load_checkpoint(ck_path, sim, steps) if ck_path and opts.resume else None
         if opts.report_only:
@@ -265,8 +259,6 @@ def run_pbf(opts: RunOptions, model, integrator: str, dt: float, duration: float
         else:
             out = chunked_rollout(sim, q0, dt, duration, opts.max_run_seconds, 0.1, log, resume=resume,
                                   checkpoint=checkpoint if ck_path else None, stop=stop)
-            if stopped or (resume is not None and resume.get("diverged_by")):
-                out["diverged_by"] = "energy" if stopped else resume["diverged_by"]
             if ck_path:
                 _save_checkpoint(ck_path, sim, out)
         S, k = out["states"], out["steps_done"]
@@ -279,8 +271,8 @@ def run_pbf(opts: RunOptions, model, integrator: str, dt: float, duration: float
                "error": energy_error(E, scale, diverged), "rise": energy_rise(E, scale, diverged),
                "iterations": out["iterations"] / max(k, 1), "unconverged": out["unconverged"],
                "halvings": out["halvings"], "solver": sim.solver_name, "status": out["status"]}
-        if out.get("diverged_by"):
-            row["diverged_by"] = str(out["diverged_by"])
+        if out.get("stopped"):
+            row["diverged_by"] = "energy"
         return energy_limit_cut(row, scale, opts.energy_limit)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)

@@ -170,7 +170,8 @@ def chunked_rollout(sim: pbf.Simulator, q0: np.ndarray, dt: float, duration: flo
     state and its counters, with results identical to an uninterrupted run. ``stop(states)``, called with
     the states of every piece that follow the rollout's first state (the pieces' new rows), returns the
     index of the first one that counts as diverged (e.g. the energy benchmark's energy limit) or None; the
-    rollout then ends before that state, status ``diverged``, its counters over the steps kept.
+    rollout then ends before that state, status ``diverged``, its counters over the steps kept, and the
+    result says ``stopped: True`` (kept when a stopped result is resumed).
 
     Returns a dict: ``states`` (integrator states, one row per step reached), ``wall``, ``steps_done``,
     ``status`` (``done``, ``diverged``, ``failed`` or ``timeout``), ``iterations``, ``halvings``,
@@ -189,8 +190,9 @@ def chunked_rollout(sim: pbf.Simulator, q0: np.ndarray, dt: float, duration: flo
         states, state = [S0], S0[-1]
         acc.update({k: resume[k] for k in COUNTERS})
         if resume.get("status") in ("diverged", "failed"):     # it ended there: nothing to continue
-            return {"states": S0, "status": resume["status"], **acc}
-    status, wall_here = "done", 0.0
+            return {"states": S0, "status": resume["status"], "stopped": bool(resume.get("stopped", False)),
+                    **acc}
+    status, wall_here, cut = "done", 0.0, None
     while acc["steps_done"] < steps:
         done = acc["steps_done"]
         n = min(per, steps - done)
@@ -221,7 +223,7 @@ def chunked_rollout(sim: pbf.Simulator, q0: np.ndarray, dt: float, duration: flo
         if wall_here > max_seconds and acc["steps_done"] < steps:
             status = "timeout"
             break
-    return {"states": np.concatenate(states), "status": status, **acc}
+    return {"states": np.concatenate(states), "status": status, "stopped": cut is not None, **acc}
 
 
 def iteration_seconds(sim: pbf.Simulator, q0: np.ndarray, dt: float) -> float:
