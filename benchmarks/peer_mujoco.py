@@ -366,7 +366,8 @@ def main(argv=None) -> int:
         for order in args.orders:
             t0 = time.perf_counter()
             options = {"derivatives": "full"} if model.nq <= 20 else {}
-            sim = pbf.Simulator(model, "pbad", order=order, dt=args.dts[0], backend="c", backend_options=options)
+            sim = pbf.Simulator(model, "pbad", order=order, dt=args.dts[0], backend="c", backend_options=options,
+                                on_failure="continue", energy_limit=None)
             build = time.perf_counter() - t0
             lib = sim.runner.library
             builds.append({"model": name, "order": order, "solver": sim.solver_name, "build_s": build,

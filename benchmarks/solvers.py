@@ -56,7 +56,8 @@ BACKEND = "c"
 def rollout(n: int, dt: float, solver: str, objective: str, duration=None, steps=None) -> dict:
     model = pbf.models.chain(n)
     t0 = time.perf_counter()
-    sim = pbf.Simulator(model, "pbad", order=2, solver=solver, objective=objective, dt=dt, backend=BACKEND)
+    sim = pbf.Simulator(model, "pbad", order=2, solver=solver, objective=objective, dt=dt, backend=BACKEND,
+                        on_failure="continue", energy_limit=None)
     build = time.perf_counter() - t0
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)

@@ -59,7 +59,7 @@ def load_states(args) -> tuple[np.ndarray, int, int, float]:
         order = args.order if args.order else _order_from_name(path.name)
         return np.asarray(states, float), nq // 2, order, dt
     model = pbf.models.chain(args.chain)
-    sim = pbf.Simulator(model, "pbad", order=args.order or 3, dt=args.dt, backend="c")
+    sim = pbf.Simulator(model, "pbad", order=args.order or 3, dt=args.dt, backend="c", on_failure="continue", energy_limit=None)
     out = sim.runner.rollout(pbf.models.chain_q0(model), np.zeros(model.nq), 0.0, args.dt,
                              int(round(args.until / args.dt)))
     return np.asarray(out.states, float), args.chain, args.order or 3, args.dt
@@ -95,7 +95,7 @@ def main(argv=None) -> int:
     nq = model.nq
     if states.shape[1] != 3 * nq:
         raise SystemExit(f"the states have {states.shape[1]} entries, PBAD on CHAIN-{n} has {3 * nq}")
-    sim = pbf.Simulator(model, "pbad", order=order, dt=dt, backend="c")
+    sim = pbf.Simulator(model, "pbad", order=order, dt=dt, backend="c", on_failure="continue", energy_limit=None)
     exact = pbf.Simulator(model, "rk4", dt=dt / args.rk4_substeps, backend="c")
     scale, problem = sim.energy_scale, sim.problem
 

@@ -8,7 +8,7 @@ translation unit (a :class:`~pbframework.codegen.emit.CSource`):
   ``int f(const casadi_real** arg, casadi_real** res, casadi_int* iw, casadi_real* w, int mem)``;
 * **the driver** (``c_src/pbf_driver.c``): Levenberg-Marquardt (``lm``, ``jtj_lm``) with a dense
   Cholesky, or ``lbfgs``, mirroring ``pbframework.plugins.solvers`` test for test, the Simulator's failure
-  policy (halve / record / raise) and a whole rollout in one call (``pbf_rollout``); no malloc, caller-owned
+  policy (halving retries, then stop / continue) and a whole rollout in one call (``pbf_rollout``); no malloc, caller-owned
   work arrays (``pbf_work_size``), ``casadi_real`` double or, with ``-DPBF_FLOAT``, float;
 * with ``host=True`` only, ``c_src/pbf_host.c``: ``pbf_rollout_batch`` on POSIX threads.
 

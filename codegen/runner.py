@@ -31,13 +31,14 @@ __all__ = ["CRunner", "RolloutArrays", "BatchArrays", "REASONS", "FLOAT_TOLERANC
 REASONS = ("gradient", "step", "precision", "max_iter", "non_finite", "line_search", "explicit", "residual", "stalled")
 """``SolveResult.reason`` for the C driver's reason codes."""
 
-_POLICY = {"halve": 0, "record": 1, "raise": 2}
+_POLICY = {"stop": 0, "continue": 1, "raise": 2}
 FLOAT_TOLERANCE_FLOORS = {1: 1e-6, 2: 1e-6, 12: 1e-4, 14: 1e-6}
 """Float builds: lower bounds of gtol (index 1), xtol (2), rtol (12) and residual_tol (14) of the option
 vector. Single precision resolves the dt^2-scaled objectives of the integrators to about 1e-7 (kg m^2) and
 residuals to about 1e-5, so the double-precision defaults (1e-10, 1e-9, 1e-6) would never be met."""
 _NOPT = 16
-_NST = 5
+_NST = 6
+_NSR = 2
 _INT = ctypes.c_longlong
 _INT_P = ctypes.POINTER(_INT)
 
@@ -64,12 +65,16 @@ class RolloutArrays(_StateViews):
     Attributes:
         states: the integrator's states ``(steps_done + 1, ns)`` (row 0: the initial state).
         q, qd: configurations and velocity estimates, ``(steps_done + 1, nq)`` (views into ``states``).
-        iterations, converged, halvings, evaluations, reason: per-step statistics, length ``steps_done``.
+        iterations, converged, halvings, evaluations, reason, depth: per-step statistics, length
+            ``steps_done`` (``depth``: the deepest halving level a step reached).
         grad_norm: per-step final gradient infinity norm.
+        residual: per-step final residual (least squares: ``||W r||_2``; minimize: the gradient norm).
         steps_done: steps taken.
         status: ``"done"``, ``"diverged"`` (a non-finite state or a speed above ``max_speed``: the rollout
-            ended before that step) or ``"failed"`` (a step did not converge under the ``raise`` policy).
+            ended before that step) or ``"failed"`` (a step still unconverged after its halvings under the
+            ``stop`` or ``raise`` policy: the rollout ended before it).
         wall_time: seconds spent in the native call.
+        failure: the statistics of the failed step (``status == "failed"``), else None.
     """
 
     states: np.ndarray
@@ -83,6 +88,16 @@ class RolloutArrays(_StateViews):
     steps_done: int
     status: str
     wall_time: float
+    depth: np.ndarray | None = None
+    residual: np.ndarray | None = None
+    failure: dict | None = None
+
+    def __post_init__(self) -> None:
+        n = len(self.iterations)
+        if self.depth is None:
+            self.depth = np.zeros(n, np.int64)
+        if self.residual is None:
+            self.residual = np.asarray(self.grad_norm, float).copy()
 
 
 
@@ -94,8 +109,9 @@ class BatchArrays(_StateViews):
         states: ``(M, steps + 1, ns)``; rows past a trajectory's ``steps_done[m]`` hold its last valid state
             repeated (so arrays stay rectangular).
         q, qd: ``(M, steps + 1, nq)`` views into ``states``.
-        iterations, converged, halvings, evaluations, grad_norm: ``(M, steps)``; entries past
-            ``steps_done[m]`` are zero / False.
+        iterations, converged, halvings, evaluations, grad_norm, depth, residual: ``(M, steps)``; entries
+            past ``steps_done[m]`` are zero / False, except for a trajectory that failed (``status[m] ==
+            "failed"``): its entry ``steps_done[m]`` holds the failed step's statistics.
         steps_done: ``(M,)``.
         status: ``(M,)`` strings as in :class:`RolloutArrays`.
         wall_time: seconds of the whole native batch call.
@@ -113,10 +129,18 @@ class BatchArrays(_StateViews):
     status: np.ndarray
     wall_time: float
     threads: int
+    depth: np.ndarray | None = None
+    residual: np.ndarray | None = None
+
+    def __post_init__(self) -> None:
+        if self.depth is None:
+            self.depth = np.zeros(np.shape(self.iterations), np.int64)
+        if self.residual is None:
+            self.residual = np.asarray(self.grad_norm, float).copy()
 
 
 
-def solver_option_vector(solver: str, options: Mapping[str, Any] | None, *, on_failure: str = "halve",
+def solver_option_vector(solver: str, options: Mapping[str, Any] | None, *, on_failure: str = "stop",
                          max_halvings: int = 4, max_speed: float = 1e4) -> tuple[np.ndarray, Any]:
     """The C driver's option vector for ``solver`` with ``options`` (validated by the solver plug-in).
 
@@ -162,6 +186,13 @@ def _status(code: int) -> str:
     return ("done", "diverged", "failed")[int(code)]
 
 
+def _step_stats(st: np.ndarray, gn: np.ndarray) -> dict:
+    """One step's statistics from the driver's integer (``_NST``) and real (``_NSR``) records."""
+    return {"iterations": int(st[0]), "converged": bool(st[1]), "reason": REASONS[int(st[2])],
+            "evaluations": int(st[3]), "halvings": int(st[4]), "depth": int(st[5]),
+            "grad_norm": float(gn[0]), "residual": float(gn[1])}
+
+
 class CRunner:
     """A step problem's solver loop as a native library.
 
@@ -188,7 +219,7 @@ class CRunner:
     """
 
     def __init__(self, problem, solver: str = "lm", solver_options: Mapping[str, Any] | None = None, *,
-                 model=None, on_failure: str = "halve", max_halvings: int = 4, max_speed: float = 1e4,
+                 model=None, on_failure: str = "stop", max_halvings: int = 4, max_speed: float = 1e4,
                  real: str = "double", opt: str = DEFAULT_OPT, flags: Sequence[str] = (),
                  threads: int | None = None, cache=None, **emit_options: Any) -> None:
         from pbframework.step import ProblemKind, StepError
@@ -362,17 +393,18 @@ class CRunner:
 
         Returns:
             ``(s_next, stats)`` with ``stats`` keys ``iterations, grad_norm, converged, halvings,
-            evaluations, reason, failed`` (``failed``: the raise policy stopped the step).
+            evaluations, reason, depth, residual, failed`` (``failed``: the step did not converge after its
+            halvings and the failure policy is ``stop`` or ``raise``).
         """
         sn = np.zeros(self.ns, dtype=self.dtype)
         st = np.zeros(_NST, dtype=np.int64)
-        gn = np.zeros(1, dtype=self.dtype)
+        gn = np.zeros(_NSR, dtype=self.dtype)
         rc = self._lib.pbf_step(self._p(self._opt), self._p(self._vec(s, self.ns, "s")), float(t), float(dt),
                                 self._p(self._u(u)), self._p(sn), self._ip(st), self._p(gn), self._p(self._w),
                                 self._ip(self._iw))
         stats = {"iterations": int(st[0]), "grad_norm": float(gn[0]), "converged": bool(st[1]),
                  "halvings": int(st[4]), "evaluations": int(st[3]), "reason": REASONS[int(st[2])],
-                 "failed": bool(rc)}
+                 "depth": int(st[5]), "residual": float(gn[1]), "failed": bool(rc)}
         return sn.astype(float), stats
 
     # -- rollouts -------------------------------------------------------------------------------------------
@@ -389,7 +421,7 @@ class CRunner:
         nq = self.nq
         S = np.zeros((steps + 1, self.ns), dtype=self.dtype)
         st = np.zeros((max(steps, 1), _NST), dtype=np.int64)
-        gn = np.zeros(max(steps, 1), dtype=self.dtype)
+        gn = np.zeros((max(steps, 1), _NSR), dtype=self.dtype)
         status = np.zeros(1, dtype=np.int64)
         ua = self._u(u)
         t_start = time.perf_counter()
@@ -404,11 +436,15 @@ class CRunner:
                                                float(dt), steps, self._p(ua), self._p(S), self._ip(st),
                                                self._p(gn), self._ip(status), self._p(self._w), self._ip(self._iw)))
         wall = time.perf_counter() - t_start
+        failure = None
+        if _status(status[0]) == "failed":
+            failure = _step_stats(st[k], gn[k])
         st = st[:k]
         return RolloutArrays(states=S[:k + 1].astype(float), nq=nq, iterations=st[:, 0].copy(),
                              converged=st[:, 1].astype(bool), halvings=st[:, 4].copy(), evaluations=st[:, 3].copy(),
-                             reason=st[:, 2].copy(), grad_norm=gn[:k].astype(float), steps_done=k,
-                             status=_status(status[0]), wall_time=wall)
+                             reason=st[:, 2].copy(), grad_norm=gn[:k, 0].astype(float), steps_done=k,
+                             status=_status(status[0]), wall_time=wall, depth=st[:, 5].copy(),
+                             residual=gn[:k, 1].astype(float), failure=failure)
 
     def rollout_batch(self, Q0, QD0, t0: float, dt: float, steps: int, U=None,
                       threads: int | None = None) -> BatchArrays:
@@ -438,7 +474,7 @@ class CRunner:
         nth = max(1, min(int(threads or self.threads), max(M, 1), 256))
         S = np.zeros((M, steps + 1, self.ns), dtype=self.dtype)
         st = np.zeros((M, max(steps, 1), _NST), dtype=np.int64)
-        gn = np.zeros((M, max(steps, 1)), dtype=self.dtype)
+        gn = np.zeros((M, max(steps, 1), _NSR), dtype=self.dtype)
         nsteps = np.zeros(M, dtype=np.int64)
         status = np.zeros(M, dtype=np.int64)
         w = np.zeros(nth * self.work_size[0], dtype=self.dtype)
@@ -455,8 +491,9 @@ class CRunner:
         return BatchArrays(states=S.astype(float), nq=nq, iterations=st[:, :, 0].copy(),
                            converged=st[:, :, 1].astype(bool) & (np.arange(steps)[None, :] < nsteps[:, None]),
                            halvings=st[:, :, 4].copy(), evaluations=st[:, :, 3].copy(),
-                           grad_norm=gn[:, :steps].astype(float), steps_done=nsteps,
-                           status=np.array([_status(s) for s in status]), wall_time=wall, threads=nth)
+                           grad_norm=gn[:, :steps, 0].astype(float), steps_done=nsteps,
+                           status=np.array([_status(s) for s in status]), wall_time=wall, threads=nth,
+                           depth=st[:, :, 5].copy(), residual=gn[:, :steps, 1].astype(float))
 
     def __repr__(self) -> str:
         return (f"CRunner({self.problem.describe()}, {self.plan.describe()}, {self.real}, "

@@ -11,7 +11,9 @@
     pbf cache clear
 
 Errors in the user's input (unknown plug-in, bad dt, missing file, ...) print one line
-``pbf: error: ...`` and exit with status 2.
+``pbf: error: ...`` and exit with status 2. ``pbf simulate`` exits with the run's verdict
+(:data:`EXIT_CODES`): 0 ok, 1 diverged, 3 unconverged; the trajectory file and plot are written either
+way and carry the verdict.
 """
 
 from __future__ import annotations
@@ -25,6 +27,12 @@ from typing import Sequence
 import numpy as np
 
 MODELS = ("chain", "swimmer", "spider", "box")
+EXIT_CODES = {"ok": 0, "diverged": 1, "usage": 2, "unconverged": 3}
+"""Exit status of ``pbf simulate`` by the run's status (``usage``: bad input, nothing was run)."""
+EPILOG = ("exit status: 0 the run ended ok; 1 it diverged (a state not finite, a speed above max_speed, or energy "
+          "above its start by more than --energy-limit); 2 bad input (nothing run); 3 a step did not converge "
+          "after its halvings (--on-failure stop ends the run there, continue goes on). The saved trajectory and "
+          "plot carry the verdict either way.")
 
 
 class CliError(Exception):
@@ -43,7 +51,7 @@ def _parser() -> argparse.ArgumentParser:
     ap = _Parser(prog="pbf", description="pbframework: articulated-body simulation.")
     sub = ap.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     sp = sub.add_parser("simulate", help="simulate a model and report energy and solver statistics",
-                        description="Simulate a built-in benchmark model or a URDF / MJCF file.")
+                        description="Simulate a built-in benchmark model or a URDF / MJCF file.", epilog=EPILOG)
     sp.add_argument("name", nargs="?", metavar="MODEL", help=f"built-in model: {', '.join(MODELS)}")
     sp.add_argument("--model", metavar="PATH", help="a URDF (.urdf) or MJCF (.xml) file instead of MODEL")
     sp.add_argument("--links", type=int, default=None,
@@ -58,6 +66,13 @@ def _parser() -> argparse.ArgumentParser:
     sp.add_argument("--force", action="append", metavar="NAME", dest="forces",
                     help="force model (repeatable; default: gravity; 'none' for no forces)")
     sp.add_argument("--max-iter", type=int, default=None, help="solver iteration limit per step")
+    sp.add_argument("--on-failure", default="stop", choices=("stop", "continue"),
+                    help="a step unconverged after its halvings: stop the run there (default) or keep it and go on")
+    sp.add_argument("--max-halvings", type=int, default=4,
+                    help="how deep an unconverged step is retried as two half steps (default 4; 0: never)")
+    sp.add_argument("--energy-limit", type=float, default=100.0,
+                    help="percent of the energy scale the energy may rise above its start before the run counts "
+                         "as diverged, for models without energy input (default 100; 0: no test)")
     sp.add_argument("--backend", default="casadi",
                     help="where the solver loop runs: casadi (default, CasADi VM) or c (generated C, compiled "
                          "once per model and cached)")
@@ -112,26 +127,6 @@ def _load_model(args):
     return m, q0
 
 
-def _plot(traj, path: str) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(7, 4))
-    ax.plot(traj.t, traj.energy, label="total")
-    ax.plot(traj.t, traj.kinetic, label="kinetic", lw=0.8)
-    ax.plot(traj.t, traj.potential, label="potential", lw=0.8)
-    inf = traj.info
-    ax.set_title(f"{inf['model']}: {inf['integrator']} order {inf['order']}, dt={inf['dt']} s")
-    ax.set_xlabel("t [s]")
-    ax.set_ylabel("energy [J]")
-    ax.legend()
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-
-
 def _simulate(args) -> int:
     from .simulate import Simulator
 
@@ -140,8 +135,12 @@ def _simulate(args) -> int:
     if not np.isfinite(args.duration) or args.duration <= 0:
         raise CliError(f"--duration must be a positive number of seconds, got {args.duration}")
     opts = {} if args.max_iter is None else {"max_iter": args.max_iter}
+    if not np.isfinite(args.energy_limit) or args.energy_limit < 0:
+        raise CliError(f"--energy-limit must be a non-negative number (0: no test), got {args.energy_limit}")
     sim = Simulator(model, args.integrator, order=args.order, solver=args.solver, dt=args.dt, forces=forces,
-                    objective=args.objective, fd=args.fd, solver_options=opts or None, backend=args.backend)
+                    objective=args.objective, fd=args.fd, solver_options=opts or None, backend=args.backend,
+                    on_failure=args.on_failure, max_halvings=args.max_halvings,
+                    energy_limit=args.energy_limit or None)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         traj = sim.rollout(q0, np.zeros(model.nq), duration=args.duration, progress=not args.no_progress)
@@ -152,9 +151,13 @@ def _simulate(args) -> int:
         path = traj.save(args.out)
         print(f"Trajectory saved to {path}.")
     if args.plot:
-        _plot(traj, args.plot)
+        traj.plot_energy(args.plot)
         print(f"Energy plot saved to {args.plot}.")
-    return 1 if traj.diverged else 0
+    status = traj.status.value
+    if status != "ok":
+        print(f"pbf: run ended {status} at t={traj.failure_time:.6g} s (first failure; exit status "
+              f"{EXIT_CODES[status]})", file=sys.stderr)
+    return EXIT_CODES[status]
 
 
 def _plugins() -> int:

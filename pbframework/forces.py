@@ -47,6 +47,12 @@ class ForceModel:
 
     name: ClassVar[str] = "force"
     forms: ClassVar[frozenset[ForceForm]] = frozenset()
+    energy_input: ClassVar[bool] = True
+    """Whether this force can add energy to the bodies (actuation, a controller, a moving environment).
+    ``False`` for models that only store energy (gravity, springs) or dissipate it (damping, drag in a
+    still fluid, friction): a :class:`~pbframework.simulate.Simulator` whose force models all say ``False``
+    marks a rollout ``diverged`` where its energy rises above its start by more than ``energy_limit``.
+    The default ``True`` is the safe one for a new model: no energy test."""
 
     def params(self) -> dict[str, Any]:
         """The parameters this instance was built with (for messages and saved results)."""

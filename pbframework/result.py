@@ -14,7 +14,10 @@ from typing import Any
 
 import numpy as np
 
-STAT_FIELDS = ("iterations", "grad_norm", "converged", "halvings", "evaluations", "step_time")
+from .verdict import REASON_TEXT, Outcome, Status
+
+STAT_FIELDS = ("iterations", "grad_norm", "converged", "halvings", "evaluations", "depth", "residual", "outcome",
+               "step_time")
 """Per-step statistics kept in :attr:`Trajectory.stats` (one entry per step)."""
 
 
@@ -32,14 +35,19 @@ class Trajectory:
             the first step; at t0 it is always the exact ``qd0^T M(q0) qd0 / 2`` of the start, so
             ``energy[0]`` is the physical initial energy that ``energy_error`` and ``energy_rise`` measure
             from. Potential energy is the sum of the conservative force models' ``energy``.
-        stats: per-step arrays of length n: ``iterations`` (solver iterations, summed over retries),
-            ``grad_norm`` (final gradient infinity norm), ``converged`` (bool), ``halvings`` (how many times
-            the step was retried as two half steps), ``evaluations`` (problem-function calls),
-            ``step_time`` (seconds).
+        stats: per-step arrays of length n: ``outcome`` (a :class:`~pbframework.verdict.Outcome` code:
+            0 converged, 1 converged after halving, 2 unconverged), ``converged`` (bool), ``halvings`` (how
+            many times the step was retried as two half steps) and ``depth`` (the deepest halving level),
+            ``residual`` (what the step ended at: ``||W r||_2`` for residual objectives, the gradient norm for
+            energies), ``iterations`` (solver iterations, summed over retries), ``grad_norm`` (final
+            gradient infinity norm), ``evaluations`` (problem-function calls), ``step_time`` (seconds).
         wall_time: seconds spent in the stepping loop (problem building excluded, see ``build_time``).
         build_time: seconds spent building the step problem and solver (0 when cached).
-        info: integrator, order, objective, solver, dt, forces, model, nq, dof_names, energy_scale, diverged,
-            diverged_at, velocity, start.
+        info: integrator, order, objective, solver, dt, forces, model, nq, dof_names, energy_scale,
+            ``status`` and ``failure_time`` (see :attr:`status`), ``diverged``, ``diverged_at``,
+            ``divergence`` (which test: ``non_finite``, ``speed``, ``energy``), ``failure`` (the statistics
+            of the step a ``stop`` policy ended the run at), ``on_failure``, ``max_halvings``,
+            ``energy_limit``, velocity, start.
     """
 
     t: np.ndarray
@@ -59,8 +67,27 @@ class Trajectory:
         return len(self.t) - 1
 
     @property
+    def status(self) -> Status:
+        """How the run ended: ``ok``, ``unconverged`` or ``diverged`` (:class:`~pbframework.verdict.Status`)."""
+        st = self.info.get("status")
+        if st is None:
+            st = "diverged" if self.info.get("diverged") else "ok"
+        return Status(st)
+
+    @property
+    def ok(self) -> bool:
+        """``status == "ok"``."""
+        return self.status is Status.OK
+
+    @property
+    def failure_time(self) -> float | None:
+        """Start time of the first unconverged step, or the time the run diverged; None for an ``ok`` run."""
+        ft = self.info.get("failure_time")
+        return None if ft is None else float(ft)
+
+    @property
     def diverged(self) -> bool:
-        return bool(self.info.get("diverged", False))
+        return self.status is Status.DIVERGED
 
     @property
     def energy_scale(self) -> float:
@@ -71,41 +98,95 @@ class Trajectory:
             return float(s)
         return max(abs(float(self.energy[0])), float(np.max(self.kinetic, initial=0.0)), 1e-12)
 
-    def energy_error(self, scale: float | None = None) -> float:
-        """``max_t |E(t) - E(0)| / scale * 100`` (percent); ``inf`` for a diverged rollout."""
-        if self.diverged:
+    def energy_error(self, scale: float | None = None, *, cut: bool = True) -> float:
+        """``max_t |E(t) - E(0)| / scale * 100`` (percent); ``inf`` for a diverged rollout unless ``cut`` is
+        False (then over the states kept before the divergence)."""
+        if self.diverged and cut:
             return float("inf")
         s = self.energy_scale if scale is None else float(scale)
         return float(np.max(np.abs(self.energy - self.energy[0]))) / s * 100.0
 
-    def energy_rise(self, scale: float | None = None) -> float:
-        """``max_t (E(t) - E(0)) / scale * 100`` (percent): how far energy ever exceeds its initial value."""
-        if self.diverged:
+    def energy_rise(self, scale: float | None = None, *, cut: bool = True) -> float:
+        """``max_t (E(t) - E(0)) / scale * 100`` (percent): how far energy ever exceeds its initial value
+        (``inf`` for a diverged rollout unless ``cut`` is False)."""
+        if self.diverged and cut:
             return float("inf")
         s = self.energy_scale if scale is None else float(scale)
         return float(np.max(self.energy - self.energy[0])) / s * 100.0
 
+    def status_line(self) -> str:
+        """One line: the status and, for a failed run, when and why it failed."""
+        inf = self.info
+        if self.status is Status.OK:
+            return "Status: ok."
+        if self.status is Status.DIVERGED:
+            why = REASON_TEXT.get(inf.get("divergence") or "", "a state that is not finite or a speed above max_speed")
+            return f"Status: DIVERGED at t={self.failure_time:.6g} s ({why}); the run ended before that state."
+        fail = inf.get("failure")
+        if fail:
+            return (f"Status: UNCONVERGED at t={self.failure_time:.6g} s: the step there did not converge after "
+                    f"{fail.get('halvings', 0)} halvings (residual {fail.get('residual', float('nan')):.3g}, "
+                    f"{fail.get('iterations', 0)} iterations); the run stopped there (on_failure='stop').")
+        n = int(np.sum(~np.asarray(self.stats.get("converged", np.ones(0, bool)), bool)))
+        return (f"Status: UNCONVERGED: {n} step{'s' if n != 1 else ''} did not converge after their halvings, the "
+                f"first at t={self.failure_time:.6g} s (kept: on_failure='continue').")
+
     def summary(self) -> str:
-        """One paragraph: steps, wall time, energy drift, solver iterations, convergence."""
+        """One paragraph, the status first: steps, wall time, energy drift, solver iterations, verdicts."""
         inf = self.info
         st = self.stats
         it = np.asarray(st.get("iterations", np.zeros(0)))
-        conv = np.asarray(st.get("converged", np.ones(0, bool)), bool)
+        outcome = np.asarray(st.get("outcome", np.zeros(0, np.int8)))
         halv = int(np.sum(st.get("halvings", 0)))
-        parts = [f"{inf.get('model', 'model')} (nq={inf.get('nq', self.q.shape[1])}) with "
+        parts = [self.status_line(),
+                 f"{inf.get('model', 'model')} (nq={inf.get('nq', self.q.shape[1])}) with "
                  f"{inf.get('integrator')} order {inf.get('order')}"
                  + (f", solver {inf.get('solver')}" if inf.get("implicit") else "")
                  + f", dt={inf.get('dt')} s: {self.steps} steps to t={self.t[-1]:.4g} s in "
                    f"{self.wall_time:.3g} s wall time ({1e3 * self.wall_time / max(self.steps, 1):.3g} ms/step)."]
-        if self.diverged:
-            parts.append(f"DIVERGED at t={inf.get('diverged_at')} s.")
-        else:
-            parts.append(f"Energy drift max|E-E0| = {self.energy_error():.4g}% of the energy scale "
-                         f"{self.energy_scale:.4g} J (largest rise {self.energy_rise():+.4g}%).")
+        parts.append(f"Energy drift max|E-E0| = {self.energy_error(cut=False):.4g}% of the energy scale "
+                     f"{self.energy_scale:.4g} J (largest rise {self.energy_rise(cut=False):+.4g}%)"
+                     + (" up to the failure." if self.status is not Status.OK else "."))
         if inf.get("implicit") and it.size:
-            parts.append(f"Solver iterations per step: mean {it.mean():.3g}, max {it.max()}; "
-                         f"{int((~conv).sum())} of {it.size} steps unconverged, {halv} step halvings.")
+            parts.append(f"Solver iterations per step: mean {it.mean():.3g}, max {it.max()}; steps converged "
+                         f"{int(np.sum(outcome == Outcome.CONVERGED))}, after halving "
+                         f"{int(np.sum(outcome == Outcome.HALVED))} ({halv} halvings), unconverged "
+                         f"{int(np.sum(outcome == Outcome.UNCONVERGED))}.")
         return " ".join(parts)
+
+    def plot_energy(self, path: str | Path) -> Path:
+        """Energy against time (total, kinetic, potential) as a PNG; the first failure marked, the axis
+        scaled to the run before it."""
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+
+        path = Path(path)
+        fig, ax = plt.subplots(figsize=(7, 4))
+        ax.plot(self.t, self.energy, label="total")
+        ax.plot(self.t, self.kinetic, label="kinetic", lw=0.8)
+        ax.plot(self.t, self.potential, label="potential", lw=0.8)
+        inf = self.info
+        ft = self.failure_time
+        if ft is not None:
+            ax.axvline(ft, color="red", ls="--", lw=1.0, label=f"{self.status.value} at t={ft:.4g} s")
+            before = self.t <= ft
+            vals = np.concatenate([self.energy[before], self.kinetic[before], self.potential[before]])
+            vals = vals[np.isfinite(vals)]
+            if vals.size:
+                lo, hi = float(vals.min()), float(vals.max())
+                pad = 0.1 * max(hi - lo, 1e-12)
+                ax.set_ylim(lo - pad, hi + pad)
+        ax.set_title(f"{inf.get('model')}: {inf.get('integrator')} order {inf.get('order')}, dt={inf.get('dt')} s, "
+                     f"status {self.status.value}")
+        ax.set_xlabel("t [s]")
+        ax.set_ylabel("energy [J]")
+        ax.legend()
+        fig.tight_layout()
+        fig.savefig(path, dpi=120)
+        plt.close(fig)
+        return path
 
     # -- persistence -------------------------------------------------------------------------------------
     def save(self, path: str | Path) -> Path:
@@ -133,7 +214,7 @@ class Trajectory:
 
     def __repr__(self) -> str:
         return (f"Trajectory({self.info.get('integrator')}, steps={self.steps}, t_end={self.t[-1]:.4g}, "
-                f"diverged={self.diverged})")
+                f"status={self.status.value!r})")
 
 
 def _jsonable(o: Any):
@@ -158,6 +239,8 @@ class BatchTrajectory:
             ``halvings``, ``evaluations`` (zero / False past ``steps_done[m]``).
         steps_done: steps each trajectory completed, shape (M,).
         diverged: shape (M,).
+        status: each trajectory's :class:`~pbframework.verdict.Status` value, shape (M,).
+        failure_time: each trajectory's first failure (NaN where ``ok``), shape (M,).
         wall_time: seconds of the whole batch (one native call on the ``c`` backend).
         build_time: seconds spent building the simulator (0 when already reported).
         info: as :attr:`Trajectory.info`, plus ``batch`` (M) and ``threads``.
@@ -175,6 +258,15 @@ class BatchTrajectory:
     wall_time: float = 0.0
     build_time: float = 0.0
     info: dict[str, Any] = field(default_factory=dict)
+    status: np.ndarray | None = None
+    failure_time: np.ndarray | None = None
+
+    def __post_init__(self) -> None:
+        M = int(self.q.shape[0])
+        if self.status is None:
+            self.status = np.where(np.asarray(self.diverged, bool), Status.DIVERGED.value, Status.OK.value)
+        if self.failure_time is None:
+            self.failure_time = np.full(M, np.nan)
 
     def __len__(self) -> int:
         return int(self.q.shape[0])
@@ -187,7 +279,9 @@ class BatchTrajectory:
     def __getitem__(self, m: int) -> Trajectory:
         """Trajectory ``m`` as a :class:`Trajectory` (cut at its ``steps_done``)."""
         k = int(self.steps_done[m]) + 1
-        info = dict(self.info, diverged=bool(self.diverged[m]),
+        ft = float(self.failure_time[m])
+        info = dict(self.info, diverged=bool(self.diverged[m]), status=str(self.status[m]),
+                    failure_time=None if np.isnan(ft) else ft,
                     diverged_at=float(self.t[0] + (k) * (self.t[1] - self.t[0])) if self.diverged[m] and
                     len(self.t) > 1 else None)
         info.pop("batch", None)
@@ -199,6 +293,30 @@ class BatchTrajectory:
     def energy_error(self, scale: float | None = None) -> np.ndarray:
         """:meth:`Trajectory.energy_error` of every trajectory (``inf`` where diverged), shape (M,)."""
         return np.array([self[m].energy_error(scale) for m in range(len(self))])
+
+    def summary(self) -> str:
+        """Statistics across the trajectories: status counts, energy drift quantiles, iterations, wall time."""
+        M = len(self)
+        counts = {s.value: int(np.sum(self.status == s.value)) for s in Status}
+        inf = self.info
+        parts = [f"Status: {counts['ok']} of {M} ok, {counts['unconverged']} unconverged, {counts['diverged']} "
+                 f"diverged.",
+                 f"{inf.get('model')} with {inf.get('integrator')} order {inf.get('order')}, dt={inf.get('dt')} s, "
+                 f"{M} trajectories of {len(self.t) - 1} steps in {self.wall_time:.3g} s wall time on "
+                 f"{inf.get('threads', 1)} thread(s) ({self.trajectories_per_second:.3g} trajectories/s)."]
+        errs = np.array([self[m].energy_error(cut=False) for m in range(M)])
+        errs = errs[np.isfinite(errs)]
+        if errs.size:
+            q = np.quantile(errs, [0.0, 0.5, 0.9, 1.0])
+            parts.append(f"Energy drift max|E-E0| (% of the scale, before any failure): min {q[0]:.3g}, median "
+                         f"{q[1]:.3g}, 90% {q[2]:.3g}, max {q[3]:.3g}.")
+        it = np.asarray(self.stats.get("iterations", np.zeros((M, 0))))
+        if inf.get("implicit") and it.size:
+            done = np.asarray(self.steps_done)
+            per = np.concatenate([it[m, :done[m]] for m in range(M)]) if M else np.zeros(0)
+            if per.size:
+                parts.append(f"Solver iterations per step: mean {per.mean():.3g}, max {per.max()}.")
+        return " ".join(parts)
 
     def __repr__(self) -> str:
         return (f"BatchTrajectory({self.info.get('integrator')}, M={len(self)}, steps={len(self.t) - 1}, "

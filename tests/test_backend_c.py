@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import ctypes
 import subprocess
+import sys
 import warnings
 
 import casadi as ca
@@ -203,26 +204,27 @@ def test_explicit_integrator_runs_natively():
 
 
 def test_failure_policies_match_the_simulator():
-    """max_iter=1 forces failures: the halve policy's recursion, record and raise behave as in Python."""
+    """max_iter=1 forces failures: halving's recursion and the continue / raise policies behave as in Python."""
     model, q0, forces = _chain(3)
     opts = {"max_iter": 1}
     build = get_plugin("backend", "c").build
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
         sim = Simulator(model, "pbad", order=2, solver="lm", dt=0.05, forces=forces, solver_options=opts,
-                        on_failure="halve", max_halvings=2)
+                        on_failure="continue", max_halvings=2)
         traj = sim.rollout(q0, steps=4)
-    runner = build(sim.problem, "lm", solver_options=opts, max_halvings=2)
+    runner = build(sim.problem, "lm", solver_options=opts, on_failure="continue", max_halvings=2)
     out = runner.rollout(q0, np.zeros(model.nq), 0.0, 0.05, 4)
     assert traj.stats["halvings"].sum() > 0
-    vm = get_plugin("backend", "casadi").build(sim.problem, "lm", solver_options=opts, max_halvings=2)
+    vm = get_plugin("backend", "casadi").build(sim.problem, "lm", solver_options=opts, on_failure="continue",
+                                                max_halvings=2)
     ref = vm.rollout(q0, np.zeros(model.nq), 0.0, 0.05, 4)     # the VM backend runner is the Simulator's loop
     np.testing.assert_array_equal(ref.q, traj.q)
     np.testing.assert_array_equal(ref.halvings, traj.stats["halvings"])
     np.testing.assert_array_equal(out.halvings, traj.stats["halvings"])
     np.testing.assert_array_equal(out.iterations, traj.stats["iterations"])
     assert rel(out.q, traj.q) <= REL
-    record = build(sim.problem, "lm", solver_options=opts, on_failure="record")
+    record = build(sim.problem, "lm", solver_options=opts, on_failure="continue", max_halvings=0)
     out_r = record.rollout(q0, np.zeros(model.nq), 0.0, 0.05, 4)
     assert out_r.steps_done == 4 and not out_r.converged.all() and out_r.halvings.sum() == 0
     strict = build(sim.problem, "lm", solver_options=opts, on_failure="raise")
@@ -238,9 +240,10 @@ def test_order3_retries_and_stall_stops_match_the_simulator():
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
         sim = Simulator(model, "pbad", order=3, solver="jtj_lm", dt=0.05, forces=forces, solver_options=opts,
-                        on_failure="halve", max_halvings=2)
+                        on_failure="continue", max_halvings=2)
         traj = sim.rollout(q0, steps=4)
-    runner = get_plugin("backend", "c").build(sim.problem, "jtj_lm", solver_options=opts, max_halvings=2)
+    runner = get_plugin("backend", "c").build(sim.problem, "jtj_lm", solver_options=opts, on_failure="continue",
+                                              max_halvings=2)
     out = runner.rollout(q0, np.zeros(model.nq), 0.0, 0.05, 4)
     assert traj.stats["halvings"].sum() > 0
     np.testing.assert_array_equal(out.halvings, traj.stats["halvings"])
@@ -379,6 +382,7 @@ def test_native_rollout_with_progress_bar_is_identical(capsys, monkeypatch):
     calls = []
     native = c.runner.rollout
     monkeypatch.setattr(c.runner, "rollout", lambda *a, **kw: calls.append(a[4]) or native(*a, **kw))
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: True)    # the bar draws on a terminal only
     bar = c.rollout(q0, steps=250, progress=True)
     assert "0/250" in capsys.readouterr().err
     assert len(calls) == 125 and sum(calls) == 250

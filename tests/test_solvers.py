@@ -114,16 +114,17 @@ def test_simulator_failure_policies():
     m = pbf.models.chain(3)
     q0 = pbf.models.chain_q0(m)
     opts = {"max_iter": 1}
-    with pytest.raises(pbf.StepFailure, match=r"did not converge in 1 iterations"):
+    with pytest.raises(pbf.StepFailure, match=r"did not converge after \d+ halvings"):
         pbf.Simulator(m, "pbad", solver="lm", dt=0.05, solver_options=opts, on_failure="raise").rollout(q0, steps=3)
     with pytest.warns(RuntimeWarning, match="steps did not converge"):
-        tr = pbf.Simulator(m, "pbad", solver="lm", dt=0.05, solver_options=opts, on_failure="record").rollout(
+        tr = pbf.Simulator(m, "pbad", solver="lm", dt=0.05, solver_options=opts, on_failure="continue",
+                           max_halvings=0).rollout(
             q0, steps=3)
     assert not tr.stats["converged"].all() and tr.info["unconverged_steps"] > 0
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
         tr = pbf.Simulator(m, "pbad", solver="lm", dt=0.05, solver_options=opts,
-                           on_failure="halve", max_halvings=2).rollout(q0, steps=2)
+                           on_failure="continue", max_halvings=2).rollout(q0, steps=2)
     assert (tr.stats["halvings"] >= 1).all()        # each step was retried as half steps, counted
     assert tr.stats["iterations"].min() >= 3         # the failed try plus both halves
 

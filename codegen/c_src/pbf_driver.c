@@ -31,9 +31,15 @@ enum {
   PBF_OPT_FIRST_STEP, PBF_OPT_MAX_BACKTRACKS, PBF_OPT_ON_FAILURE, PBF_OPT_MAX_HALVINGS, PBF_OPT_MAX_SPEED,
   PBF_OPT_SHRINK, PBF_OPT_RTOL, PBF_OPT_MAX_STEP, PBF_OPT_RESIDUAL_TOL, PBF_OPT_STALL, PBF_NOPT
 };
-enum { PBF_FAIL_HALVE = 0, PBF_FAIL_RECORD = 1, PBF_FAIL_RAISE = 2 };
-/* integer statistics of one step (casadi_int st[PBF_NST]); the gradient norm goes to a casadi_real */
-enum { PBF_ST_ITER = 0, PBF_ST_CONV, PBF_ST_REASON, PBF_ST_EVALS, PBF_ST_HALV, PBF_NST };
+/* what a rollout does with a step still unconverged after its halvings (pbframework.simulate.FailurePolicy;
+   raise is stop here, the host raises) */
+enum { PBF_FAIL_STOP = 0, PBF_FAIL_CONTINUE = 1, PBF_FAIL_RAISE = 2 };
+/* integer statistics of one step (casadi_int st[PBF_NST]): iterations, converged, reason, evaluations,
+   halvings (retries as two half steps, summed), depth (the deepest halving level reached); the reals go to
+   casadi_real gn[PBF_NSR]: the final gradient infinity norm and the residual (least squares: ||W r||_2;
+   minimize: the gradient norm), the largest over the sub-steps of a halved step */
+enum { PBF_ST_ITER = 0, PBF_ST_CONV, PBF_ST_REASON, PBF_ST_EVALS, PBF_ST_HALV, PBF_ST_DEPTH, PBF_NST };
+enum { PBF_SR_GRAD = 0, PBF_SR_RESIDUAL, PBF_NSR };
 enum {
   PBF_R_GRADIENT = 0, PBF_R_STEP, PBF_R_PRECISION, PBF_R_MAX_ITER, PBF_R_NON_FINITE, PBF_R_LINE_SEARCH,
   PBF_R_EXPLICIT, PBF_R_RESIDUAL, PBF_R_STALLED
@@ -622,6 +628,7 @@ static casadi_real pbf_lbfgs(const casadi_real* opt, pbf_ws* ws, casadi_real* xo
 static casadi_real pbf_solve_ws(const casadi_real* opt, pbf_ws* ws, casadi_real* x, casadi_int* st, casadi_real* gnorm) {
   casadi_real f = 0;
   st[PBF_ST_HALV] = 0;
+  st[PBF_ST_DEPTH] = 0;
 #if PBF_SOLVER == 0
   (void)opt; (void)x; (void)ws;
   st[PBF_ST_ITER] = 0; st[PBF_ST_CONV] = 1; st[PBF_ST_REASON] = PBF_R_EXPLICIT; st[PBF_ST_EVALS] = 0;
@@ -676,7 +683,7 @@ PBF_EXPORT int pbf_solve(const casadi_real* opt, const casadi_real* p, casadi_re
 static void pbf_solve_step(const casadi_real* opt, pbf_ws* ws, const casadi_real* s, casadi_real t, casadi_real dt,
                            const casadi_real* u, casadi_real* s_next, casadi_int* st, casadi_real* gnorm) {
   const casadi_real* in[4]; casadi_real* out[1];
-  casadi_real tt = t, hh = dt, xs[PBF_MX];
+  casadi_real tt = t, hh = dt, xs[PBF_MX], f;
   in[0] = s; in[1] = &tt; in[2] = &hh; in[3] = u; out[0] = ws->p;
   PBF_KCALL(pbfk_params, 4, in, 1, out);
 #if PBF_NX > 0
@@ -685,7 +692,13 @@ static void pbf_solve_step(const casadi_real* opt, pbf_ws* ws, const casadi_real
 #else
   xs[0] = 0;
 #endif
-  (void)pbf_solve_ws(opt, ws, xs, st, gnorm);
+  f = pbf_solve_ws(opt, ws, xs, st, gnorm);
+#if PBF_KIND == 2
+  gnorm[PBF_SR_RESIDUAL] = sqrt(2 * f);        /* f = ||W r||^2 / 2 */
+#else
+  (void)f;
+  gnorm[PBF_SR_RESIDUAL] = gnorm[PBF_SR_GRAD];
+#endif
   in[0] = xs; in[1] = ws->p; out[0] = s_next;
   PBF_KCALL(pbfk_advance, 2, in, 1, out);
 }
@@ -805,44 +818,51 @@ static void pbf_restart(pbf_ws* ws, const casadi_real* s, casadi_real dt, casadi
 #endif
 }
 
-/* The Simulator's _step: solve; on failure halve (recursively) / record / raise. Returns 1 on a failure
-   under the raise policy. */
-static int pbf_step_rec(const casadi_real* opt, pbf_ws* ws, const casadi_real* s, casadi_real t, casadi_real dt,
-                        const casadi_real* u, casadi_real* s_next, casadi_int* st, casadi_real* gnorm, casadi_int depth) {
-  casadi_int st1[PBF_NST], st2[PBF_NST];
-  casadi_real g1, g2, half;
+/* The Simulator's _step: solve; where that does not converge and the halving depth allows, retry as two
+   half steps (recursively). The verdict is st[PBF_ST_CONV]; the failure policy is the caller's. */
+static void pbf_step_rec(const casadi_real* opt, pbf_ws* ws, const casadi_real* s, casadi_real t, casadi_real dt,
+                         const casadi_real* u, casadi_real* s_next, casadi_int* st, casadi_real* gnorm, casadi_int depth) {
+  casadi_int st1[PBF_NST], st2[PBF_NST], k;
+  casadi_real g1[PBF_NSR], g2[PBF_NSR], half;
   casadi_real *sh, *s1, *s2;
-  int policy = (int)opt[PBF_OPT_ON_FAILURE];
   pbf_solve_step(opt, ws, s, t, dt, u, s_next, st, gnorm);
-  if (st[PBF_ST_CONV]) return 0;
-  if (policy == PBF_FAIL_RAISE) return 1;
-  if (policy == PBF_FAIL_RECORD || depth >= pbf_opt_int(opt, PBF_OPT_MAX_HALVINGS) || depth + 1 >= ws->nlev) return 0;
+  if (st[PBF_ST_CONV]) return;
+  if (depth >= pbf_opt_int(opt, PBF_OPT_MAX_HALVINGS) || depth + 1 >= ws->nlev) return;
   sh = ws->lev + depth * 4 * PBF_NS; s1 = sh + PBF_NS; s2 = s1 + PBF_NS;
   half = dt / 2.0;
   pbf_restart(ws, s, dt, 0.5, sh, s2 + PBF_NS);
-  if (pbf_step_rec(opt, ws, sh, t, half, u, s1, st1, &g1, depth + 1)) return 1;
-  if (pbf_step_rec(opt, ws, s1, t + half, half, u, s2, st2, &g2, depth + 1)) return 1;
+  pbf_step_rec(opt, ws, sh, t, half, u, s1, st1, g1, depth + 1);
+  pbf_step_rec(opt, ws, s1, t + half, half, u, s2, st2, g2, depth + 1);
   /* total = StepStats(iterations, 0.0, True, 1, evaluations); total.add(st1); total.add(st2) */
   st[PBF_ST_ITER] += st1[PBF_ST_ITER] + st2[PBF_ST_ITER];
   st[PBF_ST_EVALS] += st1[PBF_ST_EVALS] + st2[PBF_ST_EVALS];
   st[PBF_ST_HALV] = 1 + st1[PBF_ST_HALV] + st2[PBF_ST_HALV];
+  st[PBF_ST_DEPTH] = 1 + PBF_MAXI(st1[PBF_ST_DEPTH], st2[PBF_ST_DEPTH]);
   st[PBF_ST_CONV] = st1[PBF_ST_CONV] && st2[PBF_ST_CONV];
   st[PBF_ST_REASON] = st2[PBF_ST_CONV] ? st1[PBF_ST_REASON] : st2[PBF_ST_REASON];
-  *gnorm = 0.0;
-  if (g1 > *gnorm) *gnorm = g1;
-  if (g2 > *gnorm) *gnorm = g2;
+  for (k = 0; k < PBF_NSR; ++k) {
+    gnorm[k] = 0.0;
+    if (g1[k] > gnorm[k]) gnorm[k] = g1[k];
+    if (g2[k] > gnorm[k]) gnorm[k] = g2[k];
+  }
   pbf_restart(ws, s2, half, 2.0, s_next, s2 + PBF_NS);
-  return 0;
 }
 
-/* One step of the Simulator from state s at time t (inputs u, may be null when PBF_NU == 0). */
+/* whether the failure policy ends a rollout at a step with statistics st */
+static int pbf_stops(const casadi_real* opt, const casadi_int* st) {
+  return !st[PBF_ST_CONV] && (int)opt[PBF_OPT_ON_FAILURE] != PBF_FAIL_CONTINUE;
+}
+
+/* One step of the Simulator from state s at time t (inputs u, may be null when PBF_NU == 0); gnorm: PBF_NSR
+   reals. Returns 1 where the step did not converge and the failure policy is not continue. */
 PBF_EXPORT int pbf_step(const casadi_real* opt, const casadi_real* s, casadi_real t, casadi_real dt,
                         const casadi_real* u, casadi_real* s_next, casadi_int* st, casadi_real* gnorm,
                         casadi_real* w, casadi_int* iw) {
   pbf_ws ws;
   static const casadi_real zero_u[1] = {0};
   pbf_ws_init(opt, w, iw, &ws);
-  return pbf_step_rec(opt, &ws, s, t, dt, u ? u : zero_u, s_next, st, gnorm, 0);
+  pbf_step_rec(opt, &ws, s, t, dt, u ? u : zero_u, s_next, st, gnorm, 0);
+  return pbf_stops(opt, st);
 }
 
 /* The integrator's first state from (q0, qd0) at t0 for timestep dt. */
@@ -866,7 +886,8 @@ static casadi_int pbf_rollout_ws(const casadi_real* opt, pbf_ws* ws, casadi_real
   *status = PBF_DONE;
   for (k = 0; k < steps; ++k) {
     int bad;
-    if (pbf_step_rec(opt, ws, s, t, dt, u, sn, st + k * PBF_NST, gn + k, 0)) { *status = PBF_FAILED; return k; }
+    pbf_step_rec(opt, ws, s, t, dt, u, sn, st + k * PBF_NST, gn + k * PBF_NSR, 0);
+    if (pbf_stops(opt, st + k * PBF_NST)) { *status = PBF_FAILED; return k; }
     t = t0 + (casadi_real)(k0 + k + 1) * dt;
     bad = !pbf_all_finite(sn, 2 * PBF_NQ) || (PBF_NQ > 0 && pbf_norm_inf(sn + PBF_NQ, PBF_NQ) > vmax);
     if (bad) { *status = PBF_DIVERGED; return k; }
@@ -878,9 +899,10 @@ static casadi_int pbf_rollout_ws(const casadi_real* opt, pbf_ws* ws, casadi_real
 
 /* A whole rollout: steps steps of dt from (q0, qd0) at t0 with constant inputs u (may be null if NU = 0).
    Writes the integrator's states S ((steps+1) x NS, row 0 = the initial state; q = S[:, :NQ], the
-   velocity estimate S[:, NQ:2NQ]), per-step statistics st (steps x PBF_NST) and gradient norms gn (steps).
+   velocity estimate S[:, NQ:2NQ]), per-step statistics st (steps x PBF_NST) and gn (steps x PBF_NSR).
    Returns the number of steps taken; *status = PBF_DONE, PBF_DIVERGED (a state not finite or a speed
-   above max_speed: that step is not recorded) or PBF_FAILED (a failed step under the raise policy). */
+   above max_speed: that step is not recorded) or PBF_FAILED (a step unconverged after its halvings under the
+   stop or raise policy: not recorded either, its statistics are row k of st and gn). */
 PBF_EXPORT casadi_int pbf_rollout(const casadi_real* opt, const casadi_real* q0, const casadi_real* qd0,
                                   casadi_real t0, casadi_real dt, casadi_int steps, const casadi_real* u,
                                   casadi_real* S, casadi_int* st, casadi_real* gn,

@@ -34,7 +34,7 @@ static void* pbf_batch_worker(void* argp) {
     if (m >= j->M) break;
     j->nsteps[m] = pbf_rollout(j->opt, j->q0 + m * PBF_NQ, j->qd0 + m * PBF_NQ, j->t0, j->dt, j->steps,
                                j->u ? j->u + m * PBF_NU : 0, j->S + m * nrow,
-                               j->st + m * j->steps * PBF_NST, j->gn + m * j->steps, j->status + m, w, iw);
+                               j->st + m * j->steps * PBF_NST, j->gn + m * j->steps * PBF_NSR, j->status + m, w, iw);
   }
   return 0;
 }

@@ -11,8 +11,8 @@ Options (all optional):
 ``solver``         ``"lm"``, ``"jtj_lm"`` or ``"lbfgs"`` (default ``"lm"``; ignored for explicit problems)
 ``solver_options`` the solver plug-in's options (``max_iter``, ``gtol``, ...), same meaning as in Python
 ``model``          the problem's model: lets the emitter build the metric from inverse dynamics
-``on_failure``     ``"halve"`` (default), ``"record"`` or ``"raise"``: the Simulator's failure policy
-``max_halvings``   retry depth of ``halve`` (default 4)
+``on_failure``     ``"stop"`` (default), ``"continue"`` or ``"raise"``: the Simulator's failure policy
+``max_halvings``   how deep an unconverged step is retried as two half steps (default 4; 0: never)
 ``max_speed``      divergence threshold on ``|qd|`` (default 1e4)
 ``real``           ``"double"`` (default) or ``"float"``
 ``opt``            optimisation flag, ``"-O1"`` by default

@@ -15,9 +15,9 @@ from typing import Any, Mapping
 import numpy as np
 
 from pbframework.hookspecs import PluginInfo, hookimpl
-from pbframework.step import initial_state, restart_state
+from pbframework.step import ProblemKind, initial_state, restart_state
 
-_POLICIES = ("halve", "record", "raise")
+_POLICIES = ("stop", "continue", "raise")
 
 
 class VMRunner:
@@ -33,10 +33,10 @@ class VMRunner:
     """
 
     def __init__(self, problem, solver: str = "lm", solver_options: Mapping[str, Any] | None = None, *,
-                 on_failure: str = "halve", max_halvings: int = 4, max_speed: float = 1e4,
+                 on_failure: str = "stop", max_halvings: int = 4, max_speed: float = 1e4,
                  **ignored: Any) -> None:
         from pbframework.registry import get_plugin
-        from pbframework.step import ProblemKind, StepError
+        from pbframework.step import StepError
 
         if on_failure not in _POLICIES:
             raise StepError(f"on_failure must be one of {', '.join(_POLICIES)}, got {on_failure!r}")
@@ -63,41 +63,43 @@ class VMRunner:
         p = np.asarray(pb.params(s, t, dt, u)).ravel()
         if self.explicit:
             return np.asarray(pb.advance(np.zeros(0), p)).ravel(), dict(iterations=0, grad_norm=0.0, converged=True,
-                                                                        halvings=0, evaluations=0)
+                                                                        halvings=0, evaluations=0, depth=0,
+                                                                        residual=0.0)
         res = self.solver.solve(pb, np.asarray(pb.guess(p)).ravel(), p)
+        residual = (float(np.sqrt(max(2.0 * res.objective, 0.0))) if pb.kind is ProblemKind.LEAST_SQUARES
+                    and np.isfinite(res.objective) else float(res.grad_norm))
         return np.asarray(pb.advance(res.x, p)).ravel(), dict(iterations=res.iterations, grad_norm=res.grad_norm,
                                                               converged=bool(res.converged), halvings=0,
-                                                              evaluations=res.evaluations)
+                                                              evaluations=res.evaluations, depth=0,
+                                                              residual=residual)
 
     def _step(self, s, t, dt, u, depth):
+        """``Simulator._step``: solve, halve where unconverged; returns ``(s_next, stats)``."""
         sn, st = self._solve_step(s, t, dt, u)
-        if st["converged"]:
-            return sn, st, False
-        if self.on_failure == "raise":
-            return sn, st, True
-        if self.on_failure == "record" or depth >= self.max_halvings:
-            return sn, st, False
+        if st["converged"] or depth >= self.max_halvings:
+            return sn, st
         half = dt / 2.0
-        s1, st1, f1 = self._step(self._restart(s, dt, 0.5), t, half, u, depth + 1)
-        if f1:
-            return s1, st1, True
-        s2, st2, f2 = self._step(s1, t + half, half, u, depth + 1)
-        if f2:
-            return s2, st2, True
+        s1, st1 = self._step(self._restart(s, dt, 0.5), t, half, u, depth + 1)
+        s2, st2 = self._step(s1, t + half, half, u, depth + 1)
         tot = dict(iterations=st["iterations"] + st1["iterations"] + st2["iterations"],
                    grad_norm=max(0.0, st1["grad_norm"], st2["grad_norm"]),
                    converged=st1["converged"] and st2["converged"], halvings=1 + st1["halvings"] + st2["halvings"],
-                   evaluations=st["evaluations"] + st1["evaluations"] + st2["evaluations"])
-        return self._restart(s2, half, 2.0), tot, False
+                   evaluations=st["evaluations"] + st1["evaluations"] + st2["evaluations"],
+                   depth=1 + max(st1["depth"], st2["depth"]), residual=max(0.0, st1["residual"], st2["residual"]))
+        return self._restart(s2, half, 2.0), tot
+
+    def _stops(self, st) -> bool:
+        return not st["converged"] and self.on_failure != "continue"
 
     def _restart(self, s, dt: float, ratio: float) -> np.ndarray:
         """``Simulator._restart`` (:func:`pbframework.step.restart_state`)."""
         return restart_state(self.problem, s, dt, ratio)
 
     def step(self, s, t: float, dt: float, u=None) -> tuple[np.ndarray, dict]:
-        """One step with the failure policy; stats as the ``c`` backend's (``failed``: raise policy hit)."""
-        sn, st, failed = self._step(np.asarray(s, float), float(t), float(dt), self._u(u), 0)
-        st["failed"] = failed
+        """One step with its halvings; stats as the ``c`` backend's (``failed``: unconverged under the ``stop`` or
+        ``raise`` policy)."""
+        sn, st = self._step(np.asarray(s, float), float(t), float(dt), self._u(u), 0)
+        st["failed"] = self._stops(st)
         return sn, st
 
     def rollout(self, q0, qd0, t0: float, dt: float, steps: int, u=None, *, state=None, first_step: int = 0):
@@ -109,12 +111,12 @@ class VMRunner:
         t_start = time.perf_counter()
         s = self.init(q0, qd0, t0, dt, uu) if state is None else np.asarray(state, float).ravel()
         S, rows = [s.copy()], []
-        status = "done"
+        status, failure = "done", None
         first = int(first_step) if state is not None else 0
         for k in range(int(steps)):
-            sn, st, failed = self._step(s, t0 + (first + k) * dt, dt, uu, 0)
-            if failed:
-                status = "failed"
+            sn, st = self._step(s, t0 + (first + k) * dt, dt, uu, 0)
+            if self._stops(st):
+                status, failure = "failed", dict(st, reason="")
                 break
             if not np.all(np.isfinite(sn[:2 * nq])) or np.max(np.abs(sn[nq:2 * nq]), initial=0.0) > self.max_speed:
                 status = "diverged"
@@ -127,7 +129,8 @@ class VMRunner:
         return RolloutArrays(states=np.array(S), nq=nq, iterations=col("iterations", np.int64),
                              converged=col("converged", bool), halvings=col("halvings", np.int64),
                              evaluations=col("evaluations", np.int64), reason=np.zeros(len(rows), np.int64),
-                             grad_norm=col("grad_norm", float), steps_done=len(rows), status=status, wall_time=wall)
+                             grad_norm=col("grad_norm", float), steps_done=len(rows), status=status, wall_time=wall,
+                             depth=col("depth", np.int64), residual=col("residual", float), failure=failure)
 
     def rollout_batch(self, Q0, QD0, t0: float, dt: float, steps: int, U=None, threads: int | None = None):
         """Rollouts one after the other (the VM path has no threads); a
@@ -142,7 +145,8 @@ class VMRunner:
         S = np.zeros((M, steps + 1, self.ns))
         st = {k: np.zeros((M, steps), dtype) for k, dtype in (("iterations", np.int64), ("converged", bool),
                                                               ("halvings", np.int64), ("evaluations", np.int64),
-                                                              ("grad_norm", float))}
+                                                              ("grad_norm", float), ("depth", np.int64),
+                                                              ("residual", float))}
         for m, o in enumerate(outs):
             k = o.steps_done
             S[m, :k + 1] = o.states

@@ -22,6 +22,7 @@ class Gravity(ForceModel):
 
     name = "gravity"
     forms = frozenset({ForceForm.POTENTIAL, ForceForm.GENERALIZED_FORCE})
+    energy_input = False
 
     def __init__(self, scale: float = 1.0) -> None:
         scale = float(scale)
