@@ -70,6 +70,13 @@ def _parser() -> argparse.ArgumentParser:
                     help="a step unconverged after its halvings: stop the run there (default) or keep it and go on")
     sp.add_argument("--max-halvings", type=int, default=4,
                     help="how deep an unconverged step is retried as two half steps (default 4; 0: never)")
+    sp.add_argument("--adaptive", action="store_true",
+                    help="adaptive step-size control (pbad, casadi backend): --dt is then the output interval and "
+                         "the first step")
+    sp.add_argument("--rtol", type=float, default=None, help="relative local-error tolerance of --adaptive "
+                                                             "(default 1e-4)")
+    sp.add_argument("--atol", type=float, default=None, help="absolute local-error tolerance of --adaptive "
+                                                             "(default: rtol)")
     sp.add_argument("--energy-limit", type=float, default=100.0,
                     help="percent of the energy scale the energy may rise above its start before the run counts "
                          "as diverged, for models without energy input (default 100; 0: no test)")
@@ -137,10 +144,16 @@ def _simulate(args) -> int:
     opts = {} if args.max_iter is None else {"max_iter": args.max_iter}
     if not np.isfinite(args.energy_limit) or args.energy_limit < 0:
         raise CliError(f"--energy-limit must be a non-negative number (0: no test), got {args.energy_limit}")
+    if (args.rtol is not None or args.atol is not None) and not args.adaptive:
+        raise CliError("--rtol and --atol apply to --adaptive runs only")
+    adaptive: dict | bool = False
+    if args.adaptive:
+        adaptive = {k: v for k, v in (("rtol", args.rtol), ("atol", args.atol)) if v is not None}
+        adaptive = adaptive or True
     sim = Simulator(model, args.integrator, order=args.order, solver=args.solver, dt=args.dt, forces=forces,
                     objective=args.objective, fd=args.fd, solver_options=opts or None, backend=args.backend,
                     on_failure=args.on_failure, max_halvings=args.max_halvings,
-                    energy_limit=args.energy_limit or None)
+                    energy_limit=args.energy_limit or None, adaptive=adaptive)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         traj = sim.rollout(q0, np.zeros(model.nq), duration=args.duration, progress=not args.no_progress)

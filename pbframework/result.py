@@ -147,7 +147,13 @@ class Trajectory:
         parts.append(f"Energy drift max|E-E0| = {self.energy_error(cut=False):.4g}% of the energy scale "
                      f"{self.energy_scale:.4g} J (largest rise {self.energy_rise(cut=False):+.4g}%)"
                      + (" up to the failure." if self.status is not Status.OK else "."))
-        if inf.get("implicit") and it.size:
+        ad = inf.get("adaptive")
+        if ad:
+            hs = (f", h from {ad['h_min']:.3g} to {ad['h_max']:.3g} s (median {ad['h_median']:.3g})"
+                  if ad.get("h_median") is not None else "")
+            parts.append(f"Adaptive steps (rtol {ad['rtol']:.3g}, atol {ad['atol']:.3g}): {ad['accepted']} accepted, "
+                         f"{ad['rejected']} rejected{hs}; output every {inf.get('dt')} s.")
+        elif inf.get("implicit") and it.size:
             parts.append(f"Solver iterations per step: mean {it.mean():.3g}, max {it.max()}; steps converged "
                          f"{int(np.sum(outcome == Outcome.CONVERGED))}, after halving "
                          f"{int(np.sum(outcome == Outcome.HALVED))} ({halv} halvings), unconverged "

@@ -28,6 +28,7 @@ import numpy as np
 
 from .dynamics import crba
 from .forces import potential_energy_function
+from .adaptive import AdaptiveOptions
 from .model import ArticulatedBody
 from .result import BatchTrajectory, Trajectory
 from .verdict import (
@@ -115,6 +116,9 @@ class Simulator:
             may rise above its start before the rollout ends as diverged; applies where no force model
             has an energy input (``ForceModel.energy_input``; see :mod:`pbframework.verdict`). ``None``
             switches the test off.
+        adaptive: adaptive step-size control (:mod:`pbframework.adaptive`): ``True``, a dict of
+            :class:`~pbframework.adaptive.AdaptiveOptions` (``{"rtol": 1e-5}``) or an instance; ``dt`` is
+            then the output interval and the first step. ``False`` (default): fixed steps of ``dt``.
         backend: where the solver loop runs (``pbf plugins`` lists the backends): ``"casadi"`` (default:
             CasADi VM and the Python solver, step by step) or ``"c"`` (generated C, compiled once per model
             and cached: a whole rollout, or a batch of rollouts on native threads, in one call).
@@ -133,6 +137,7 @@ class Simulator:
                  solver_options: Mapping[str, Any] | None = None,
                  on_failure: FailurePolicy | str = FailurePolicy.STOP, max_halvings: int = 4,
                  max_speed: float = 1e4, energy_limit: float | None = DEFAULT_ENERGY_LIMIT,
+                 adaptive: AdaptiveOptions | Mapping[str, Any] | bool = False,
                  backend: str = "casadi", backend_options: Mapping[str, Any] | None = None) -> None:
         from .registry import get_plugin
 
@@ -191,6 +196,14 @@ class Simulator:
                             f"got {energy_limit!r}")
         self.energy_limit = None if energy_limit is None else float(energy_limit)
         self.energy_checked = self.energy_limit is not None and energy_conserving(self.forces)
+        self.adaptive = AdaptiveOptions.parse(adaptive)
+        if self.adaptive is not None:
+            if self.problem.error_estimate is None or self.problem.dense is None:
+                raise StepError(f"integrator {integrator!r} has no local error estimate, so it cannot take adaptive "
+                                f"steps (pbad can, at every order)")
+            if str(backend) != "casadi":
+                raise StepError(f"adaptive steps run on the 'casadi' backend only (the {backend!r} backend has "
+                                f"no adaptive loop yet); drop adaptive or use backend='casadi'")
         self._input_forces = [(f, b - a) for f, (a, b) in zip(self.forces, input_slices(model, self.forces))
                               if b > a]
         self.backend = str(backend)
@@ -416,6 +429,15 @@ class Simulator:
         s = self.initial_state(q0, qd0, t0)
         test = self.divergence_test(q0, qd0)
         with single_threaded_blas():
+            if self.adaptive is not None:
+                from .adaptive import rollout_adaptive
+
+                bar = self._bar(steps, progress)
+                try:
+                    return rollout_adaptive(self, self.adaptive, q0, qd0, float(t0), steps, test, bar)
+                finally:
+                    if bar is not None:
+                        bar.close()
             if self.runner is not None and not self._input_forces:
                 return self._rollout_native(q0, qd0, float(t0), steps, progress, test)
             if not self.implicit and not self._input_forces:
@@ -684,10 +706,13 @@ class Simulator:
                  "residual": np.zeros(done), "step_time": np.full(done, wall / max(done, 1))}
         return self._trajectory(t0 + np.arange(done + 1) * dt, X, stats, wall, end, t0)
 
-    def _trajectory(self, t, states, stats, wall, end: "_End", t0) -> Trajectory:
+    def _trajectory(self, t, states, stats, wall, end: "_End", t0, adaptive: dict | None = None) -> Trajectory:
         nq, dt = self.model.nq, self.config.dt
         q_arr, qd_arr = states[:, :nq], states[:, nq:2 * nq]
-        T, V = self.rollout_energy(states)
+        if adaptive is None:
+            T, V = self.rollout_energy(states)
+        else:             # dense output [q; qd]: no history node, the exact kinetic energy
+            T, V = self.energy(q_arr, qd_arr) if len(states) else (np.zeros(0), np.zeros(0))
         stats["outcome"] = outcomes(stats["converged"], stats["halvings"])
         unconverged = ~np.asarray(stats["converged"], bool)
         n_bad = int(unconverged.sum())
@@ -716,7 +741,7 @@ class Simulator:
             "on_failure": self.on_failure.value, "max_halvings": self.max_halvings,
             "energy_limit": self.energy_limit if self.energy_checked else None,
             "velocity": pb.velocity, "start": pb.start, "unconverged_steps": n_bad,
-            "backend": self.backend,
+            "backend": self.backend, "adaptive": adaptive,
         }
         build_time = 0.0 if self._build_time_reported else self.build_time
         self._build_time_reported = True

@@ -44,6 +44,12 @@ Functions (all ``casadi.Function``; ``x`` is empty, 0x1, for explicit problems):
 ``kinetic``              ``(s, dt) -> T`` (optional): the kinetic energy of the integrator's velocity
                          estimate when it is not ``qd^T M(q) qd / 2`` (PBAD order 2: the workspace
                          chord velocity of every body point)
+``error_estimate``       ``(x, p) -> e`` (optional, length ``nq``): a local error estimate of the step's end
+                         configuration, ``O(dt^error_order)``; adaptive step-size control
+                         (:mod:`pbframework.adaptive`) needs it
+``dense``                ``(x, p, theta) -> [q; qd]`` (optional): configuration and velocity at
+                         ``t + theta dt``, ``0 <= theta <= 1``, from the step's polynomial (dense output);
+                         at ``theta = 1`` exactly the next state's ``q`` and ``qd``
 ``metric``               ``p -> M_k`` (optional): an SPD ``nq x nq`` matrix (PBAD: the mass matrix at
                          the step start). Minimize problems: its block-diagonal repetition over the
                          ``nx / nq`` configurations in ``x`` approximates the Hessian; solvers may use it
@@ -192,6 +198,7 @@ class StepProblem:
         start_offset: where that configuration lies, in steps from ``t0`` (PBAD order 2: -1).
         start_substeps: RK4 steps of ``q_check`` over ``start_offset * dt`` (``q_start`` and
             ``q_reverse`` take twice as many; :func:`start_configurations`).
+        error_order: the power of ``dt`` that ``error_estimate`` scales with (0 without one).
         meta: integrator-specific facts (collocation nodes, ...).
     """
 
@@ -210,6 +217,9 @@ class StepProblem:
     metric: ca.Function | None = None
     restart: ca.Function | None = None
     kinetic: ca.Function | None = None
+    error_estimate: ca.Function | None = None
+    dense: ca.Function | None = None
+    error_order: int = 0
     nu: int = 0
     order: int = 1
     objective: Objective | None = None
