@@ -6,6 +6,14 @@ semi-implicit Euler, RK2, RK3 and RK4 on ABA, PBAD order 2 (``lm``) and PBAD ord
 RK4 and Euler run in the same process on the same MJCF chain (identical coordinates; energies evaluated
 with pbframework's exact energy function) when ``mujoco`` is installed.
 
+Adaptive rows (``pbad2_adaptive`` ... ``pbad4_adaptive``): PBAD with adaptive step-size control
+(:mod:`pbframework.adaptive`) at each ``--rtols`` tolerance, output every 0.05 s, on the CasADi-VM backend
+(the generated-C driver has no adaptive loop yet, so these rows pay the VM's 10-50x per step against the
+fixed-step rows' C). Each adaptive row is paired with the fastest MuJoCo RK4 run of this same run whose
+energy error is at most the adaptive row's, and the ratio of wall times is printed (no target: a
+measurement). The default tolerance grid per order stops where one 10 s run would pass about 10 minutes
+on the VM (order 2 needs ~sqrt(1/rtol) steps: 1e-5 is ~2e4 steps of ~10 ms).
+
 The summary gives, per error budget (1%, 10%, 50%), the fastest configuration of each method that meets it
 and its wall-time ratio to MuJoCo RK4's fastest one. pbframework runs as generated C by default (one
 native call per rollout; ``--backend casadi`` for the CasADi virtual machine with the Python solver loop,
@@ -28,6 +36,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -47,7 +56,10 @@ GRID = {   # method: (integrator, order, solver, dts)
     "pbad2": ("pbad", 2, "lm", [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1]),
     "pbad3": ("pbad", 3, "jtj_lm", [0.0025, 0.005, 0.01, 0.025]),
 }
-MUJOCO = {"mujoco_rk4": ("RK4", [0.0005, 0.001, 0.0025, 0.005, 0.01]),
+ADAPTIVE = {2: [1e-3, 1e-4], 3: [1e-3, 1e-4, 1e-5, 1e-6], 4: [1e-3, 1e-4, 1e-5, 1e-6, 1e-7]}
+"""Adaptive PBAD: order -> rtol grid (``--rtols`` replaces every order's grid)."""
+ADAPTIVE_OUTPUT_DT = 0.05
+MUJOCO = {"mujoco_rk4": ("RK4", [0.0002, 0.0005, 0.001, 0.0025, 0.005, 0.01]),
           "mujoco_euler": ("Euler", [0.0005, 0.001, 0.0025, 0.005])}
 BUDGETS = (1.0, 10.0, 50.0)
 
@@ -60,6 +72,10 @@ def main(argv=None) -> int:
     ap.add_argument("--links", type=int, default=10, help="CHAIN-N (default 10)")
     ap.add_argument("--largest-dts", type=int, default=None,
                     help="run only this many of the largest dt of each method (default: all)")
+    ap.add_argument("--rtols", default=None,
+                    help="comma list of adaptive tolerances for every order (default: a grid per order, see "
+                         "ADAPTIVE); 'none' skips the adaptive rows")
+    ap.add_argument("--adaptive-orders", default="2,3,4", help="orders of the adaptive rows (default 2,3,4)")
     args = ap.parse_args(argv)
     opts = RunOptions(backend=args.backend)
     duration = args.duration or (2.0 if args.quick else 10.0)
@@ -84,6 +100,13 @@ def main(argv=None) -> int:
             r["method"] = method
             rows.append(r)
             show(r)
+    if args.rtols != "none":
+        for order in [int(o) for o in args.adaptive_orders.split(",") if o]:
+            rtols = ADAPTIVE.get(order, []) if args.rtols is None else [float(r) for r in args.rtols.split(",")]
+            for rtol in rtols:
+                r = run_adaptive(model, order, rtol, duration)
+                rows.append(r)
+                show(r)
     for method, (mj_int, dts) in MUJOCO.items():
         for dt in grid(dts):
             r = run_mujoco(n, dt, duration, mj_int, energy_fn, scale)
@@ -93,6 +116,7 @@ def main(argv=None) -> int:
             r["method"] = method
             rows.append(r)
             show(r)
+    adaptive_ratios(rows)
     print("\nfastest configuration within each error budget (ratio = wall / MuJoCo RK4's fastest)")
     summary = {}
     methods = list(GRID) + [m for m in MUJOCO if any(r["method"] == m for r in rows)]
@@ -120,6 +144,41 @@ def main(argv=None) -> int:
                                                          "rows": slim, "summary": summary}, indent=1, default=str))
     print(f"\nwrote {OUT / 'work_precision.png'} and {OUT / 'work_precision.json'}")
     return 0
+
+
+def run_adaptive(model, order: int, rtol: float, duration: float) -> dict:
+    """One adaptive PBAD rollout (CasADi VM), as a row of the table (``dt``: the tolerance)."""
+    sim = pbf.Simulator(model, "pbad", order=order, dt=ADAPTIVE_OUTPUT_DT, adaptive={"rtol": rtol},
+                        on_failure="continue", energy_limit=None)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        tr = sim.rollout(pbf.models.chain_q0(model), duration=duration)
+    ad = tr.info["adaptive"]
+    return {"method": f"pbad{order}_adaptive", "dt": rtol, "rtol": rtol, "wall": tr.wall_time,
+            "diverged": tr.diverged, "error": tr.energy_error(), "rise": tr.energy_rise(), "status": tr.status.value,
+            "iterations": float(np.sum(tr.stats["iterations"])) / max(ad["accepted"], 1),
+            "accepted": ad["accepted"], "rejected": ad["rejected"], "h_median": ad["h_median"],
+            "backend": "casadi"}
+
+
+def adaptive_ratios(rows) -> None:
+    """Each adaptive row against the fastest MuJoCo RK4 run at an energy error no larger (same run)."""
+    mj = [r for r in rows if r["method"] == "mujoco_rk4" and not r["diverged"]]
+    ad = [r for r in rows if r["method"].endswith("_adaptive")]
+    if not ad:
+        return
+    print("\nadaptive PBAD (CasADi VM) against MuJoCo RK4 at equal or smaller energy error (same run)")
+    print(f"{'method':<18}{'rtol':>8}{'error %':>11}{'accepted':>10}{'rejected':>9}{'h median':>10}{'wall [s]':>10}"
+          f"{'MuJoCo dt':>11}{'MuJoCo %':>10}{'MuJoCo wall':>12}{'ratio':>9}")
+    for r in ad:
+        good = [m for m in mj if m["error"] <= r["error"]] if not r["diverged"] else []
+        best = min(good, key=lambda m: m["wall"]) if good else None
+        tail = (f"{best['dt']:>11g}{best['error']:>10.3g}{best['wall']:>12.3g}{r['wall'] / best['wall']:>9.3g}"
+                if best else f"{'none as accurate':>42}")
+        r["mujoco_ratio"] = r["wall"] / best["wall"] if best else None
+        err = "diverged" if r["diverged"] else f"{r['error']:.3g}"
+        print(f"{r['method']:<18}{r['rtol']:>8g}{err:>11}{r['accepted']:>10}{r['rejected']:>9}"
+              f"{r['h_median'] or 0:>10.3g}{r['wall']:>10.3g}" + tail)
 
 
 def plot(rows, path: Path, n: int, duration: float) -> None:

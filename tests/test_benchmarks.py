@@ -337,14 +337,20 @@ def test_peer_mujoco(tmp_path):
 
 def test_work_precision(tmp_path):
     duration = 0.2
-    out, _ = run_benchmark(tmp_path, "work_precision.py", "--links", 3, "--duration", duration,
-                           "--largest-dts", 2)
+    out, text = run_benchmark(tmp_path, "work_precision.py", "--links", 3, "--duration", duration,
+                              "--largest-dts", 2, "--rtols", "1e-3,1e-4", "--adaptive-orders", "3")
     data = load(out, "work_precision")
     assert data["links"] == 3 and data["duration"] == duration and positive(data["scale"])
     methods = ["forward_euler", "semi_implicit_euler", "rk2", "rk3", "rk4", "pbad2", "pbad3"]
-    methods += ["mujoco_rk4", "mujoco_euler"] if HAS_MUJOCO else []
+    methods += ["pbad3_adaptive"] + (["mujoco_rk4", "mujoco_euler"] if HAS_MUJOCO else [])
     rows = data["rows"]
     assert [r["method"] for r in rows] == [m for m in methods for _ in range(2)], "the 2 largest dt per method"
+    adaptive = [r for r in rows if r["method"] == "pbad3_adaptive"]
+    assert [r["rtol"] for r in adaptive] == [1e-3, 1e-4]
+    assert all(r["status"] == "ok" and r["accepted"] > 0 for r in adaptive)
+    assert adaptive[1]["accepted"] > adaptive[0]["accepted"]
+    if HAS_MUJOCO:
+        assert "adaptive PBAD (CasADi VM) against MuJoCo RK4" in text
     for r in rows:
         check_energy_row(r)
     by = {(r["method"], r["dt"]): r for r in rows}

@@ -24,9 +24,10 @@ def _check_chain_fall(out: Path, stdout: str) -> None:
     results = json.loads((out / "chain_fall.json").read_text())
     assert (out / "chain_fall_energy.png").stat().st_size > 0
     for name, r in results.items():
-        assert not r["diverged"], name
+        assert r["status"] == "ok" and not r["diverged"], name
         assert 0.0 <= r["energy_error_percent"] < 5.0, (name, r)
-    assert "energy error" in stdout
+    assert results["pbad3"]["adaptive_rtol"] == 1e-5 and results["pbad2"]["adaptive_rtol"] is None
+    assert "energy error" in stdout and "status ok" in stdout
 
 
 def _check_swimmer_cmaes(out: Path, stdout: str) -> None:

@@ -19,3 +19,29 @@ def test_readme_has_python_examples():
 def test_readme_snippet_runs(index, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     exec(compile(BLOCKS[index], f"README.md[python block {index}]", "exec"), {"__name__": "__readme__"})
+
+
+MAIN_JOB = re.search(r"```bash\n(pbf simulate [^\n]*)\n```", README.read_text())
+
+
+@pytest.mark.slow
+def test_main_job_runs_as_written_and_prints_what_the_readme_says(tmp_path, monkeypatch, capsys):
+    """The README's main job, run as written: ends ok, and every figure README quotes for it (energy
+    drift, accepted and rejected steps) is within 10% of the run's (a count of 10 or fewer: within one)."""
+    from pbframework.cli import main
+
+    assert MAIN_JOB, "README has no ```bash block with the pbf simulate main job"
+    argv = MAIN_JOB.group(1).split()[1:]
+    monkeypatch.chdir(tmp_path)
+    assert main(argv + ["--no-progress"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("Status: ok.")
+    assert (tmp_path / "traj.npz").stat().st_size > 0 and (tmp_path / "energy.png").stat().st_size > 0
+    text = README.read_text()
+    quoted = re.search(r"energy drift of ([\d.]+)% of\s+the energy scale, (\d+) accepted and (\d+) rejected", text)
+    assert quoted, "README no longer quotes the main job's figures in the form this test reads"
+    drift = float(re.search(r"max\|E-E0\| = ([\d.]+)%", out).group(1))
+    accepted, rejected = (int(v) for v in re.search(r"(\d+) accepted, (\d+) rejected", out).groups())
+    assert drift == pytest.approx(float(quoted.group(1)), rel=0.1), (drift, quoted.group(1))
+    assert accepted == pytest.approx(int(quoted.group(2)), rel=0.1)
+    assert abs(rejected - int(quoted.group(3))) <= max(1, 0.1 * int(quoted.group(3)))
