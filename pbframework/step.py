@@ -79,6 +79,7 @@ from typing import Any, Iterable, Mapping, Protocol, Sequence, runtime_checkable
 import casadi as ca
 import numpy as np
 
+from . import linalg
 from .forces import ForceForm, ForceModel
 from .model import ArticulatedBody
 
@@ -367,22 +368,23 @@ class Solver(Protocol):
 
 
 class _BlockWeight:
-    """``W = blockdiag(M, ..., M)^-1`` applied numerically (one Cholesky factorisation per step)."""
+    """``W = blockdiag(M, ..., M)^-1`` applied numerically (one Cholesky factorisation per step), with the C
+    driver's arithmetic (:mod:`pbframework.linalg`)."""
 
     def __init__(self, M: np.ndarray, blocks: int) -> None:
-        import scipy.linalg
-
-        self._solve = scipy.linalg.cho_solve
-        self.c = scipy.linalg.cho_factor(np.asarray(M, float))
+        U = linalg.chol(M)
+        if U is None:
+            raise np.linalg.LinAlgError("the residual weight's metric is not positive definite")
+        self.U = U
         self.k, self.n = blocks, M.shape[0]
 
     def __call__(self, a: np.ndarray) -> np.ndarray:
         """``W a`` for a vector (k n,) or a matrix (k n, m)."""
         if a.ndim == 1:
-            return self._solve(self.c, a.reshape(self.k, self.n).T, check_finite=False).T.ravel()
+            return linalg.chol_solve(self.U, a.reshape(self.k, self.n).T).T.ravel()
         m = a.shape[1]
         b = a.reshape(self.k, self.n, m).transpose(1, 0, 2).reshape(self.n, self.k * m)
-        return self._solve(self.c, b, check_finite=False).reshape(self.n, self.k, m).transpose(1, 0, 2).reshape(
+        return linalg.chol_solve(self.U, b).reshape(self.n, self.k, m).transpose(1, 0, 2).reshape(
             self.k * self.n, m)
 
 
@@ -456,7 +458,7 @@ def evaluator(problem: StepProblem, p: np.ndarray, mode: str):
             r = np.asarray(rf(x, p)).ravel()
             rw = W(r) if W is not None else r
             c = W(rw) if W is not None else rw            # W symmetric: grad = J^T W^T W r
-            return 0.5 * float(rw @ rw), np.asarray(vjp(x, p, c)).ravel()
+            return 0.5 * float(linalg.dot(rw, rw)), np.asarray(vjp(x, p, c)).ravel()
         return ev
     rJ = problem.residual_jacobian
     exact = mode in ("hessian", "hybrid")
@@ -465,15 +467,18 @@ def evaluator(problem: StepProblem, p: np.ndarray, mode: str):
     def ev(x):
         r, J = rJ(x, p)
         r, J = np.asarray(r).ravel(), np.asarray(J)
-        if W is not None:
-            r, J = W(r), W(J)
-        H = J.T @ J
+        if W is not None:                              # one solve for both: W [r J]
+            rJw = W(np.concatenate([r[:, None], J], axis=1))
+            r, J = rJw[:, 0], rJw[:, 1:]
+        # J^T J, J^T r and |r|^2 summed as the C driver sums them (pbframework.linalg)
+        f, g = 0.5 * float(linalg.dot(r, r)), linalg.dot(J, r[:, None])
+        H = linalg.dot(J[:, :, None], J[:, None, :])
         if not exact:
-            return 0.5 * float(r @ r), J.T @ r, H
+            return f, g, H
         Hx = H + np.asarray(rH(x, p, W(r) if W is not None else r))
         if mode == "hybrid":
-            return 0.5 * float(r @ r), J.T @ r, Hx, H
-        return 0.5 * float(r @ r), J.T @ r, Hx
+            return f, g, Hx, H
+        return f, g, Hx
     return ev
 
 

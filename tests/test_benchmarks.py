@@ -366,6 +366,20 @@ def test_work_precision(tmp_path):
             assert b["wall"] == min(r["wall"] for r in rows if r["method"] == m and r["error"] <= float(budget))
 
 
+def test_backend_agreement(tmp_path):
+    """VM against C on CHAIN-3, order 3: full kernels at this size, so identical; every solve converged."""
+    out, stdout = run_benchmark(tmp_path, "backend_agreement.py", "--links", 3, "--order", 3, "--dt", 0.01,
+                                "--duration", 0.2)
+    data = load(out, "backend_agreement")
+    assert (data["links"], data["order"], data["dt"], data["steps"], data["steps_compared"]) == (3, 3, 0.01, 20, 20)
+    assert "derivatives full" in data["c_plan"]
+    assert data["max_difference"] == 0.0 and data["first_different_work"] is None
+    assert set(data["first_differing_step"].values()) == {None} and data["at"] == {}
+    assert data["unconverged"] == {"vm": 0, "c": 0}
+    assert data["energy_error"]["vm"] == data["energy_error"]["c"] and nonnegative(data["energy_error"]["c"])
+    assert len(data["difference"]) == 21 and "states differ by > 1e-09: never in 20 steps" in stdout
+
+
 def test_whip_steps(tmp_path):
     """Single steps redone from a rollout: bitwise the rollout's, grouped by halving depth, against an RK4
     motion that conserves energy; the same from an energy.py checkpoint."""

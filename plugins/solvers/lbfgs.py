@@ -34,8 +34,8 @@ from collections import deque
 from dataclasses import dataclass
 
 import numpy as np
-import scipy.linalg
 
+from pbframework import linalg
 from pbframework.hookspecs import PluginInfo, hookimpl
 from pbframework.step import ProblemKind, SolveResult, StepError, StepProblem, evaluator
 
@@ -111,7 +111,8 @@ class LBFGS:
         self._M = None
         if opt.metric and not lsq and problem.metric is not None and problem.nx and problem.nx % problem.nq == 0:
             M = np.asarray(problem.metric(p))
-            self._M = (scipy.linalg.cho_factor(M), problem.nx // problem.nq, problem.nq)
+            U = linalg.chol(M)             # as the C driver: no metric where M is not positive definite
+            self._M = (U, problem.nx // problem.nq, problem.nq) if U is not None else None
         S: deque = deque(maxlen=opt.memory)
         Y: deque = deque(maxlen=opt.memory)
         reason, converged = "max_iter", False
@@ -134,12 +135,12 @@ class LBFGS:
                 break
             it += 1
             d = self._direction(g, S, Y)
-            slope = g @ d
+            slope = linalg.dot(g, d)
             if not slope < 0:                     # not a descent direction: restart from -g
                 S.clear()
                 Y.clear()
                 d = self._direction(g, S, Y)
-                slope = g @ d
+                slope = linalg.dot(g, d)
             dmax = float(np.max(np.abs(d), initial=0.0))
             step, accepted = (min(1.0, opt.max_step / dmax) if dmax > 0 else 1.0), False
             for _ in range(opt.max_backtracks):
@@ -149,7 +150,7 @@ class LBFGS:
                 if np.isfinite(fn) and np.all(np.isfinite(gn)):
                     armijo = fn <= f + 1e-4 * step * slope
                     # Hager-Zhang approximate Wolfe: trusts the gradient where f's rounding hides the decrease
-                    approx = fn <= f + 1e3 * EPS * abs(f) and gn @ d <= (2e-4 - 1.0) * slope
+                    approx = fn <= f + 1e3 * EPS * abs(f) and linalg.dot(gn, d) <= (2e-4 - 1.0) * slope
                     if armijo or approx:
                         accepted = True
                         break
@@ -159,7 +160,7 @@ class LBFGS:
                 reason, converged = verdict("precision") if noise else ("line_search", False)
                 break
             s_vec, y_vec = xn - x, gn - g
-            if s_vec @ y_vec > 1e-12 * np.linalg.norm(s_vec) * np.linalg.norm(y_vec):
+            if linalg.dot(s_vec, y_vec) > 1e-12 * linalg.norm2(s_vec) * linalg.norm2(y_vec):
                 S.append(s_vec)
                 Y.append(y_vec)
             x, f, g = xn, fn, gn
@@ -169,8 +170,8 @@ class LBFGS:
         """The initial inverse Hessian (without gamma) applied to ``v``: ``M^-1 v`` blockwise, or ``v``."""
         if self._M is None:
             return v
-        c, k, nq = self._M
-        return scipy.linalg.cho_solve(c, v.reshape(k, nq).T, check_finite=False).T.ravel()
+        U, k, nq = self._M
+        return linalg.chol_solve(U, v.reshape(k, nq).T).T.ravel()
 
     def _direction(self, g: np.ndarray, S: deque, Y: deque) -> np.ndarray:
         """``-H g`` by the two-loop recursion; without pairs ``-M^-1 g`` (metric) or ``-g`` scaled to length
@@ -182,14 +183,14 @@ class LBFGS:
         q = g.copy()
         saved = []
         for s, y in zip(reversed(S), reversed(Y)):
-            rho = 1.0 / (y @ s)
-            a = rho * (s @ q)
+            rho = 1.0 / linalg.dot(y, s)
+            a = rho * linalg.dot(s, q)
             saved.append((a, rho, s, y))
             q -= a * y
         hy = self._h0(Y[-1])
-        r = self._h0(q) * ((S[-1] @ Y[-1]) / (Y[-1] @ hy))
+        r = self._h0(q) * (linalg.dot(S[-1], Y[-1]) / linalg.dot(Y[-1], hy))
         for a, rho, s, y in reversed(saved):
-            r += (a - rho * (y @ r)) * s
+            r += (a - rho * linalg.dot(y, r)) * s
         return -r
 
     def __repr__(self) -> str:

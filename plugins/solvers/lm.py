@@ -53,8 +53,8 @@ from dataclasses import dataclass, fields
 from typing import Callable
 
 import numpy as np
-import scipy.linalg
 
+from pbframework import linalg
 from pbframework.hookspecs import PluginInfo, hookimpl
 from pbframework.step import ProblemKind, SolveResult, StepError, StepProblem, evaluator
 
@@ -197,17 +197,16 @@ def levenberg_marquardt(evaluate: Evaluate, x0: np.ndarray, opt: LMOptions, leas
         it += 1
         H = Hs[1] if use_gn else Hs[0]
         for _ in range(200):
-            try:
-                c = scipy.linalg.cho_factor(H + mu * D, check_finite=False)
-                delta = -scipy.linalg.cho_solve(c, g, check_finite=False)
+            U = linalg.chol(H + mu * D)
+            if U is not None:
+                delta = -linalg.chol_solve(U, g)
                 if np.all(np.isfinite(delta)) and float(np.max(np.abs(delta), initial=0.0)) <= opt.max_step:
                     break
-            except (np.linalg.LinAlgError, ValueError):
-                if hybrid and not use_gn:        # exact Hessian indefinite here: Gauss-Newton this time
-                    use_gn, H = True, Hs[1]
-                    continue
+            elif hybrid and not use_gn:          # exact Hessian indefinite here: Gauss-Newton this time
+                use_gn, H = True, Hs[1]
+                continue
             mu = max(mu * 4.0, 1e-12)
-        pred = -(g @ delta + 0.5 * delta @ (H @ delta))
+        pred = -(linalg.dot(g, delta) + 0.5 * linalg.dot(delta, linalg.gemv(H, delta)))
         xn = x + delta
         fn, gn, *Hns = evaluate(xn)
         nev += 1
@@ -244,7 +243,7 @@ def levenberg_marquardt(evaluate: Evaluate, x0: np.ndarray, opt: LMOptions, leas
         if f <= 0.1 * f_ref:
             f_ref, it_ref = f, it
         elif least_squares and opt.stall and it - it_ref >= (
-                min(opt.stall, STALL_AT_FLOOR) if 2.0 * f <= opt.rtol**2 else opt.stall):
+                min(opt.stall, STALL_AT_FLOOR) if 2.0 * f <= opt.rtol * opt.rtol else opt.stall):
             reason, converged = "stalled", verdict("stalled", f)[1]
             break
     return SolveResult(x, it, float(np.max(np.abs(g), initial=0.0)), converged, reason, float(f), nev)
