@@ -103,6 +103,17 @@ node, ``q_k + r l + r^2 (q_h - q_k - l)`` with ``l = tau_0 dt v_k``, accurate to
 would move the node by O(dt^2) and, at 2.5 ms on a whipping CHAIN-10, change its velocity by ~1% per
 retry).
 
+Adaptive steps
+--------------
+For step-size control (:mod:`pbframework.adaptive`) the problem carries ``error_estimate``: the solved end
+configuration ``q_{k+1}`` minus its prediction by the degree-(K-1) polynomial through the other K nodes
+(``tau_0 .. tau_{K-1}``) extrapolated to ``tau_K = 1``. Both are accurate to ``O(dt^K)``, the scheme's
+local error (global order K-1), so the difference estimates it (a predictor-corrector, Milne-type
+estimate; for K = 2 it is ``dt^2 qdd``, twice the local position error of the scheme). ``dense`` evaluates
+the degree-K collocation polynomial through the K+1 nodes at ``t_k + theta dt`` and its derivative (for
+K = 2 the velocity is the linear interpolation of the chord velocities ``v_k`` and ``v_{k+1}``, so both
+ends are the states' own).
+
 Accuracy and limits (measured, see tests/test_convergence.py and benchmarks/): global order K-1 (the
 paper's §6.1 remark: order-K collocation is comparable to Runge-Kutta of order K-1): 0.84 (fit, -> 1),
 1.97 and 3.04 for K = 2, 3, 4 on CHAIN-3. Order 2 is strongly dissipative and stable at any tested step
@@ -187,6 +198,28 @@ def lagrange_derivative_weights(nodes: np.ndarray, at: np.ndarray, derivative: i
             row[j] = coef * a ** (j - derivative)
         W[i] = row @ C
     return W
+
+
+def _error_and_dense(tau: np.ndarray, Q: list, x, p, dt, v_k, v_next) -> tuple[ca.Function, ca.Function]:
+    """The step's local error estimate and dense output (see "Adaptive steps" in the module docstring)."""
+    K = len(tau) - 1
+    w = lagrange_derivative_weights(tau[:K], np.array([tau[K]]), 0)[0]      # predictor at tau_K = 1
+    e = Q[K] - sum(float(w[m]) * Q[m] for m in range(K))
+    error_estimate = ca.Function("error_estimate", [x, p], [e], ["x", "p"], ["e"])
+    theta = ca.SX.sym("theta")
+    V = np.vander(tau, K + 1, increasing=True)
+    C = np.linalg.inv(V)                                  # l_m(theta) = sum_j C[j, m] theta^j
+    powers = [theta**j for j in range(K + 1)]
+    dpowers = [j * theta**(j - 1) if j else ca.SX(0) for j in range(K + 1)]
+    lag = [sum(float(C[j, m]) * powers[j] for j in range(K + 1)) for m in range(K + 1)]
+    dlag = [sum(float(C[j, m]) * dpowers[j] for j in range(K + 1)) for m in range(K + 1)]
+    q = sum(lag[m] * Q[m] for m in range(K + 1))
+    if K == 2:      # the scheme's velocities are chords: interpolate them, exact at both ends
+        v = (1 - theta) * v_k + theta * v_next
+    else:
+        v = sum(dlag[m] * Q[m] for m in range(K + 1)) / dt
+    dense = ca.Function("dense", [x, p, theta], [ca.vertcat(q, v)], ["x", "p", "theta"], ["qv"])
+    return error_estimate, dense
 
 
 def _massive(model: ArticulatedBody):
@@ -279,6 +312,7 @@ def build_pbad(model: ArticulatedBody, config: StepConfig, forces) -> StepProble
     else:          # derivative of the degree-K collocation polynomial at t_{k+1}
         v_next = sum(float(W1[K, m]) * Q[m] for m in range(K + 1)) / dt
     advance = ca.Function("advance", [x, p], [ca.vertcat(Q[K], v_next, Q[K - 1])], ["x", "p"], ["s_next"])
+    error_estimate, dense = _error_and_dense(tau, Q, x, p, dt, v_k, v_next)
 
     massive = _massive(model)
     poses = [element_poses(model, Qm) for Qm in Q]
@@ -309,7 +343,7 @@ def build_pbad(model: ArticulatedBody, config: StepConfig, forces) -> StepProble
                          f"velocity forces agree to a tenth of the distance from the 3rd-order Taylor node), "
                          f"else that Taylor node"),
                   start_acceleration=start_acceleration, start_offset=float(tau[0]), start_substeps=START_SUBSTEPS,
-                  meta=meta)
+                  error_estimate=error_estimate, dense=dense, error_order=K, meta=meta)
 
     if objective is Objective.ENERGY:
         E = 0
