@@ -21,12 +21,14 @@ state: ``max |s_vm - s_c| / max(1, max |s_c|)``, as tests/test_backend_c.py) and
     python benchmarks/backend_agreement.py --derivatives full    # the same, C on the VM's derivative graphs
     python benchmarks/backend_agreement.py --order 2             # the energy objective: lm on full kernels
 
-Measured (2-core machine, CHAIN-10, order 3, dt 0.05 s, 10 s, 200 steps): default C plan (directional
-derivatives) first differs at step 1 (1e-16), by > 1e-9 at step 43, by > 1e-6 at step 76 (both backends
-unconverged at steps 74-75 after 12-13 halvings); max difference 34 (relative), energy errors 286% (C) and
-4701% (VM). With ``--derivatives full``: identical, 4701% on both. Before the Python solvers used the C
-driver's arithmetic (LAPACK Cholesky, BLAS sums), the full-kernel rollouts also parted (first > 1e-9 at step
-51, > 1e-6 at step 76). The VM rollout takes about 2 minutes, the C one a few seconds (plus its compile).
+Measured (2-core machine, CHAIN-10, order 3, dt 0.05 s, 10 s, 200 steps; steps counted from 0): with the
+default C plan (directional derivatives) the states differ after step 0 (7e-14), by > 1e-9 after step 42
+(t = 2.1 s, both converged after one halving), by > 1e-6 after step 75 (1.4e-2: both unconverged after 13
+halvings, the answer there is wherever the solver stalled); iterations first differ at step 17; max
+difference 34 (relative), unconverged steps VM 40 and C 3, energy errors 4701% (VM) and 286% (C). With
+``--derivatives full``: identical, 4701% on both. Before the Python solvers used the C driver's arithmetic
+(LAPACK Cholesky, BLAS sums) the default plan parted by > 1e-9 after step 50 and by > 1e-6 after step 75.
+The VM rollout takes 2-3 minutes, the C one 4 s (plus its compile).
 
 Writes ``backend_agreement.json`` and ``backend_agreement.png`` (``--name``) to ``benchmarks/out/`` or
 ``$PBF_BENCH_OUT`` (benchmarks/_common.py).

@@ -2,8 +2,9 @@
 
 Every comparison runs the same step problem through :class:`pbframework.simulate.Simulator` (CasADi VM,
 Python solver) and through the C backend's runner. Tolerance: 1e-10 relative per state (``REL``), the
-issue's criterion; observed differences are ~1e-13 (the two paths differ only in rounding: a dense
-Cholesky in C against LAPACK, and for large problems directional instead of flattened derivatives).
+issue's criterion. The Python solvers use the C driver's dense arithmetic (pbframework.linalg), so the paths
+differ only where C evaluates directional instead of flattened derivatives (large problems; ~1e-13), and are
+otherwise identical (tests/test_backend_agreement.py).
 Rollout comparisons use well-conditioned steps: where an LM step ends with its gradient just above
 ``gtol``, whether the last trial point is accepted depends on rounding of the objective, and the two paths
 may then legitimately differ by one Newton step (~``gtol`` / curvature).

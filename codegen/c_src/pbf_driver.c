@@ -163,7 +163,9 @@ static casadi_real pbf_norm_inf(const casadi_real* v, casadi_int n) {
   return m;
 }
 /* four independent partial sums: the dense loops below are dot products, and one running sum serialises
-   them on the floating-point add latency (no vectorisation of a reduction without -ffast-math) */
+   them on the floating-point add latency (no vectorisation of a reduction without -ffast-math).
+   pbframework/linalg.py repeats pbf_dot, pbf_chol, pbf_chol_solve and pbf_gemv sum for sum, so that the
+   Python solvers round as this driver does: change them together (tests/test_backend_agreement.py). */
 static casadi_real pbf_dot(const casadi_real* a, const casadi_real* b, casadi_int n) {
   casadi_real s0 = 0, s1 = 0, s2 = 0, s3 = 0; casadi_int i;
   for (i = 0; i + 4 <= n; i += 4) {
