@@ -73,7 +73,7 @@ def test_truncated_library_is_detected_and_rebuilt(tmp_path):
     problem, model = _problem()
     source, _ = emit_step_library(problem, "lm")
     # build without loading (a library mapped into this process must not be truncated under it)
-    lib = build_shared(source, flags=("-pthread",), cache=tmp_path)
+    lib = build_shared(source, flags=("-pthread", "-ffp-contract=off"), cache=tmp_path)   # CRunner's flags
     data = lib.path.read_bytes()
     lib.path.write_bytes(data[: len(data) // 3])             # a half-written file
     assert cache_info(tmp_path)["invalid"] == 1
