@@ -35,6 +35,7 @@ REASONS = ("gradient", "step", "precision", "max_iter", "non_finite", "line_sear
 """``SolveResult.reason`` for the C driver's reason codes."""
 
 _POLICY = {"stop": 0, "continue": 1, "raise": 2}
+"""``FailurePolicy`` values -> the C driver's ``PBF_FAIL_*`` codes (pbf_driver.c)."""
 FLOAT_TOLERANCE_FLOORS = {1: 1e-6, 2: 1e-6, 12: 1e-4, 14: 1e-6}
 """Float builds: lower bounds of gtol (index 1), xtol (2), rtol (12) and residual_tol (14) of the option
 vector. Single precision resolves the dt^2-scaled objectives of the integrators to about 1e-7 (kg m^2) and

@@ -154,10 +154,8 @@ def rollout_adaptive(sim: "Simulator", opts: AdaptiveOptions, q0: np.ndarray, qd
             factor = 0.25 if not res.converged or not math.isfinite(err) else \
                 max(opts.min_factor, opts.safety * err ** (-1.0 / k_err))
             if at_floor:
-                residual = (math.sqrt(max(2.0 * float(res.objective), 0.0))
-                            if math.isfinite(float(res.objective)) else float(res.grad_norm))
                 st = StepStats(acc["iterations"], res.grad_norm, False, acc["halvings"], acc["evaluations"], 0,
-                               residual, str(res.reason))
+                               res.residual(pb.kind), str(res.reason))
                 if sim.on_failure is FailurePolicy.RAISE:
                     raise sim._failure_error(st, t, h)
                 end.failure = st.as_dict(t, h)
@@ -173,8 +171,7 @@ def rollout_adaptive(sim: "Simulator", opts: AdaptiveOptions, q0: np.ndarray, qd
         if i_bad is not None:
             end.diverged(t + h, why)
             break
-        residual = float(np.sqrt(max(2.0 * res.objective, 0.0))) if math.isfinite(res.objective) else 0.0
-        acc["residual"] = max(acc["residual"], residual)
+        acc["residual"] = max(acc["residual"], res.residual(pb.kind))
         t_taken.append(t)
         h_taken.append(h)
         t_new = t + h

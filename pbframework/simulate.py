@@ -28,7 +28,7 @@ import numpy as np
 
 from .dynamics import crba
 from .forces import potential_energy_function
-from .adaptive import AdaptiveOptions
+from .adaptive import AdaptiveOptions, rollout_adaptive
 from .model import ArticulatedBody
 from .result import BatchTrajectory, Trajectory
 from .verdict import (
@@ -352,10 +352,8 @@ class Simulator:
         x0 = np.asarray(pb.guess(p)).ravel()
         res: SolveResult = self.runner.solve(x0, p) if self.runner is not None else self.solver.solve(pb, x0, p)
         s_next = np.asarray(pb.advance(res.x, p)).ravel()
-        residual = (math.sqrt(max(2.0 * float(res.objective), 0.0)) if pb.kind is ProblemKind.LEAST_SQUARES
-                    and math.isfinite(float(res.objective)) else float(res.grad_norm))
         return s_next, StepStats(res.iterations, res.grad_norm, bool(res.converged), 0, res.evaluations, 0,
-                                 residual, str(res.reason))
+                                 res.residual(pb.kind), str(res.reason))
 
     def _step(self, s: np.ndarray, t: float, dt: float, depth: int) -> tuple[np.ndarray, StepStats]:
         """Solve one step; where it does not converge, retry it as two half steps, ``max_halvings`` levels
@@ -426,12 +424,9 @@ class Simulator:
         steps = self.steps_for(duration, steps)
         q0 = self.model.check_state(q0, "q0")
         qd0 = np.zeros(self.model.nq) if qd0 is None else self.model.check_state(qd0, "qd0")
-        s = self.initial_state(q0, qd0, t0)
         test = self.divergence_test(q0, qd0)
         with single_threaded_blas():
             if self.adaptive is not None:
-                from .adaptive import rollout_adaptive
-
                 bar = self._bar(steps, progress)
                 try:
                     return rollout_adaptive(self, self.adaptive, q0, qd0, float(t0), steps, test, bar)
@@ -440,6 +435,7 @@ class Simulator:
                         bar.close()
             if self.runner is not None and not self._input_forces:
                 return self._rollout_native(q0, qd0, float(t0), steps, progress, test)
+            s = self.initial_state(q0, qd0, t0)
             if not self.implicit and not self._input_forces:
                 return self._rollout_explicit(s, float(t0), steps, progress, test)
             return self._rollout_python(s, float(t0), steps, progress, test)
@@ -636,9 +632,7 @@ class Simulator:
             status[m] = Status.UNCONVERGED.value
             failure_time[m] = t0 + int(np.argmax(~stats["converged"][m, :done[m]])) * dt
         stats["outcome"] = outcomes(stats["converged"], stats["halvings"])
-        n_bad = int(sum((~stats["converged"][m, :done[m]]).sum() for m in range(M)))
-        n_stopped = int(np.sum(status == Status.UNCONVERGED.value)) - int(np.sum(unconverged_steps))
-        if n_bad or n_stopped > 0:
+        if np.any(status == Status.UNCONVERGED.value):
             warnings.warn(f"{self.integrator}/{self.solver_name}: {int(np.sum(status == 'unconverged'))} of {M} "
                           f"trajectories ended unconverged (see batch.status)", RuntimeWarning, stacklevel=2)
         pb = self.problem

@@ -353,6 +353,14 @@ class SolveResult:
     objective: float = float("nan")
     evaluations: int = 0
 
+    def residual(self, kind: "ProblemKind") -> float:
+        """The residual the solve ended at, as steps record it: ``||W r||_2 = sqrt(2 f)`` for a
+        least-squares problem (the gradient norm where ``f`` is not finite), the gradient norm otherwise."""
+        f = float(self.objective)
+        if kind is ProblemKind.LEAST_SQUARES and math.isfinite(f):
+            return math.sqrt(max(2.0 * f, 0.0))
+        return float(self.grad_norm)
+
 
 @runtime_checkable
 class Solver(Protocol):

@@ -16,8 +16,9 @@ import numpy as np
 
 from pbframework.hookspecs import PluginInfo, hookimpl
 from pbframework.step import ProblemKind, initial_state, restart_state
+from pbframework.verdict import FailurePolicy
 
-_POLICIES = ("stop", "continue", "raise")
+_POLICIES = tuple(p.value for p in FailurePolicy)
 
 
 class VMRunner:
@@ -66,12 +67,10 @@ class VMRunner:
                                                                         halvings=0, evaluations=0, depth=0,
                                                                         residual=0.0)
         res = self.solver.solve(pb, np.asarray(pb.guess(p)).ravel(), p)
-        residual = (float(np.sqrt(max(2.0 * res.objective, 0.0))) if pb.kind is ProblemKind.LEAST_SQUARES
-                    and np.isfinite(res.objective) else float(res.grad_norm))
         return np.asarray(pb.advance(res.x, p)).ravel(), dict(iterations=res.iterations, grad_norm=res.grad_norm,
                                                               converged=bool(res.converged), halvings=0,
                                                               evaluations=res.evaluations, depth=0,
-                                                              residual=residual)
+                                                              residual=res.residual(pb.kind))
 
     def _step(self, s, t, dt, u, depth):
         """``Simulator._step``: solve, halve where unconverged; returns ``(s_next, stats)``."""
