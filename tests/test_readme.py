@@ -45,3 +45,17 @@ def test_main_job_runs_as_written_and_prints_what_the_readme_says(tmp_path, monk
     assert drift == pytest.approx(float(quoted.group(1)), rel=0.1), (drift, quoted.group(1))
     assert accepted == pytest.approx(int(quoted.group(2)), rel=0.1)
     assert abs(rejected - int(quoted.group(3))) <= max(1, 0.1 * int(quoted.group(3)))
+
+
+@pytest.mark.slow
+def test_main_job_at_a_fixed_step_fails_as_the_readme_says(tmp_path, monkeypatch, capsys):
+    """The README's failing variant (the main job without --adaptive --rtol): exit 3 at the time it quotes."""
+    from pbframework.cli import main
+
+    argv = [a for a in MAIN_JOB.group(1).split()[1:] if a not in ("--adaptive", "--rtol", "1e-5")]
+    monkeypatch.chdir(tmp_path)
+    assert main(argv + ["--no-progress"]) == 3
+    out = capsys.readouterr().out
+    quoted = re.search(r"`(Status: UNCONVERGED at t=[\d.]+ s) \.\.\.`", README.read_text())
+    assert quoted and out.startswith(quoted.group(1) + ":"), (quoted, out[:120])
+    assert (tmp_path / "traj.npz").stat().st_size > 0 and (tmp_path / "energy.png").stat().st_size > 0
