@@ -7,12 +7,12 @@ RK4 and Euler run in the same process on the same MJCF chain (identical coordina
 with pbframework's exact energy function) when ``mujoco`` is installed.
 
 Adaptive rows (``pbad2_adaptive`` ... ``pbad4_adaptive``): PBAD with adaptive step-size control
-(:mod:`pbframework.adaptive`) at each ``--rtols`` tolerance, output every 0.05 s, on the CasADi-VM backend
-(the generated-C driver has no adaptive loop yet, so these rows pay the VM's 10-50x per step against the
-fixed-step rows' C). Each adaptive row is paired with the fastest MuJoCo RK4 run of this same run whose
+(:mod:`pbframework.adaptive`) at each ``--rtols`` tolerance, output every 0.05 s, on the same backend as
+the fixed-step rows (generated C by default: the driver's adaptive loop, ``pbf_adaptive.c``). Each adaptive row is paired with the fastest MuJoCo RK4 run of this same run whose
 energy error is at most the adaptive row's, and the ratio of wall times is printed (no target: a
-measurement). The default tolerance grid per order stops where one 10 s run would pass about 10 minutes
-on the VM (order 2 needs ~sqrt(1/rtol) steps: 1e-5 is ~2e4 steps of ~10 ms).
+measurement). The default tolerance grid is 1e-3 .. 1e-7 for orders 3 and 4 and stops at 1e-6 for order 2
+(its error is O(h^2), so its steps grow as rtol^-1/2: ~2e5 steps of 10 s at 1e-7). On ``--backend casadi``
+the grid stops two decades earlier (the VM's Python loop is 10-50x slower per step).
 
 The summary gives, per error budget (1%, 10%, 50%), the fastest configuration of each method that meets it
 and its wall-time ratio to MuJoCo RK4's fastest one. pbframework runs as generated C by default (one
@@ -56,8 +56,9 @@ GRID = {   # method: (integrator, order, solver, dts)
     "pbad2": ("pbad", 2, "lm", [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1]),
     "pbad3": ("pbad", 3, "jtj_lm", [0.0025, 0.005, 0.01, 0.025]),
 }
-ADAPTIVE = {2: [1e-3, 1e-4], 3: [1e-3, 1e-4, 1e-5, 1e-6], 4: [1e-3, 1e-4, 1e-5, 1e-6, 1e-7]}
-"""Adaptive PBAD: order -> rtol grid (``--rtols`` replaces every order's grid)."""
+ADAPTIVE = {2: [1e-3, 1e-4, 1e-5, 1e-6], 3: [1e-3, 1e-4, 1e-5, 1e-6, 1e-7], 4: [1e-3, 1e-4, 1e-5, 1e-6, 1e-7]}
+"""Adaptive PBAD: order -> rtol grid (``--rtols`` replaces every order's grid; the casadi backend drops the
+grid's last two tolerances)."""
 ADAPTIVE_OUTPUT_DT = 0.05
 MUJOCO = {"mujoco_rk4": ("RK4", [0.0002, 0.0005, 0.001, 0.0025, 0.005, 0.01]),
           "mujoco_euler": ("Euler", [0.0005, 0.001, 0.0025, 0.005])}
@@ -102,9 +103,12 @@ def main(argv=None) -> int:
             show(r)
     if args.rtols != "none":
         for order in [int(o) for o in args.adaptive_orders.split(",") if o]:
-            rtols = ADAPTIVE.get(order, []) if args.rtols is None else [float(r) for r in args.rtols.split(",")]
+            if args.rtols is None:
+                rtols = ADAPTIVE.get(order, [])[:None if args.backend == "c" else -2]
+            else:
+                rtols = [float(r) for r in args.rtols.split(",")]
             for rtol in rtols:
-                r = run_adaptive(model, order, rtol, duration)
+                r = run_adaptive(model, order, rtol, duration, args.backend)
                 rows.append(r)
                 show(r)
     for method, (mj_int, dts) in MUJOCO.items():
@@ -146,10 +150,10 @@ def main(argv=None) -> int:
     return 0
 
 
-def run_adaptive(model, order: int, rtol: float, duration: float) -> dict:
-    """One adaptive PBAD rollout (CasADi VM), as a row of the table (``dt``: the tolerance)."""
+def run_adaptive(model, order: int, rtol: float, duration: float, backend: str = "c") -> dict:
+    """One adaptive PBAD rollout, as a row of the table (``dt``: the tolerance; wall: the rollout alone)."""
     sim = pbf.Simulator(model, "pbad", order=order, dt=ADAPTIVE_OUTPUT_DT, adaptive={"rtol": rtol},
-                        on_failure="continue", energy_limit=None)
+                        on_failure="continue", energy_limit=None, backend=backend)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
         tr = sim.rollout(pbf.models.chain_q0(model), duration=duration)
@@ -158,7 +162,7 @@ def run_adaptive(model, order: int, rtol: float, duration: float) -> dict:
             "diverged": tr.diverged, "error": tr.energy_error(), "rise": tr.energy_rise(), "status": tr.status.value,
             "iterations": float(np.sum(tr.stats["iterations"])) / max(ad["accepted"], 1),
             "accepted": ad["accepted"], "rejected": ad["rejected"], "h_median": ad["h_median"],
-            "backend": "casadi"}
+            "backend": backend}
 
 
 def adaptive_ratios(rows) -> None:
@@ -167,7 +171,7 @@ def adaptive_ratios(rows) -> None:
     ad = [r for r in rows if r["method"].endswith("_adaptive")]
     if not ad:
         return
-    print("\nadaptive PBAD (CasADi VM) against MuJoCo RK4 at equal or smaller energy error (same run)")
+    print(f"\nadaptive PBAD ({ad[0]['backend']} backend) against MuJoCo RK4 at equal or smaller energy error (same run)")
     print(f"{'method':<18}{'rtol':>8}{'error %':>11}{'accepted':>10}{'rejected':>9}{'h median':>10}{'wall [s]':>10}"
           f"{'MuJoCo dt':>11}{'MuJoCo %':>10}{'MuJoCo wall':>12}{'ratio':>9}")
     for r in ad:

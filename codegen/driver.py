@@ -10,6 +10,8 @@ translation unit (a :class:`~pbframework.codegen.emit.CSource`):
   Cholesky, or ``lbfgs``, mirroring ``pbframework.plugins.solvers`` test for test, the Simulator's failure
   policy (halving retries, then stop / continue) and a whole rollout in one call (``pbf_rollout``); no malloc, caller-owned
   work arrays (``pbf_work_size``), ``casadi_real`` double or, with ``-DPBF_FLOAT``, float;
+* with ``adaptive=True`` (plan option), ``c_src/pbf_adaptive.c``: adaptive step-size control
+  (``pbf_rollout_adaptive``, :mod:`pbframework.adaptive` decision for decision);
 * with ``host=True`` only, ``c_src/pbf_host.c``: ``pbf_rollout_batch`` on POSIX threads.
 
 Keeping compile time gentle
@@ -284,7 +286,7 @@ def _kernel(name: str, outs: list, ins: list) -> ca.Function:
 
 def plan_kernels(problem, solver: str, *, derivatives: str = "auto", directions: int | None = None,
                  metric: str = "auto", model=None, full_max_instructions: int = 40000,
-                 full_max_nx: int = 64, hoist: bool = True) -> KernelPlan:
+                 full_max_nx: int = 64, hoist: bool = True, adaptive: bool = False) -> KernelPlan:
     """Build the ``pbfk_*`` kernels (symbolic work only) for ``problem`` solved by ``solver``.
 
     What each solver evaluates (the same as :func:`pbframework.step.evaluator` in Python):
@@ -315,6 +317,8 @@ def plan_kernels(problem, solver: str, *, derivatives: str = "auto", directions:
         model: the problem's :class:`~pbframework.model.ArticulatedBody` (optional; enables the
             directional metric when the problem's metric is large and is the mass matrix).
         hoist: compute parameter-only sub-expressions once per step (``pbfk_pre``).
+        adaptive: also emit the problem's local error estimate (``pbfk_err``) and dense output
+            (``pbfk_dense``) for the adaptive loop ``pbf_rollout_adaptive`` (``c_src/pbf_adaptive.c``).
 
     Raises:
         DriverError: a solver the driver does not implement, or one that cannot solve this problem kind.
@@ -346,6 +350,11 @@ def plan_kernels(problem, solver: str, *, derivatives: str = "auto", directions:
         kernels.append(_rename(restart, "pbfk_restart"))
         if getattr(problem, "kinetic", None) is not None:
             kernels.append(_rename(problem.kinetic, "pbfk_kinetic"))
+    if adaptive:
+        if problem.error_estimate is None or problem.dense is None:
+            raise DriverError(f"{problem.integrator}: adaptive steps need the problem's error_estimate and dense "
+                              f"functions (pbad has them at every order)")
+        kernels += [_rename(problem.error_estimate, "pbfk_err"), _rename(problem.dense, "pbfk_dense")]
     lsq = kind is ProblemKind.LEAST_SQUARES
     has_metric = problem.metric is not None and nq > 0 and nx % nq == 0
     weight = bool(solver) and lsq and problem.metric is not None
@@ -483,7 +492,7 @@ def _read_c(name: str) -> str:
 
 _COLD = ("pbfk_init", "pbfk_start")
 _COLD_IF_LARGE = ("pbfk_guess", "pbfk_pre", "pbfk_params", "pbfk_advance", "pbfk_metric", "pbfk_mv",
-                  "pbfk_restart", "pbfk_kinetic")
+                  "pbfk_restart", "pbfk_kinetic", "pbfk_err", "pbfk_dense")
 
 
 def emit_step_library(problem, solver: str = "lm", *, name: str | None = None, host: bool = True,
@@ -541,12 +550,15 @@ def emit_step_library(problem, solver: str = "lm", *, name: str | None = None, h
         "PBF_HAVE_RESTART": int("pbfk_restart" in plan.instructions),
         "PBF_HAVE_KINETIC": int("pbfk_kinetic" in plan.instructions),
         "PBF_HAVE_START": int("pbfk_start" in plan.instructions),
+        "PBF_HAVE_ADAPTIVE": int("pbfk_dense" in plan.instructions),
         "PBF_START_SUBSTEPS": int(problem.start_substeps),
         "PBF_START_OFFSET": repr(float(problem.start_offset)),
     }
     header = _PRELUDE.format(describe=f"{problem.describe()}; {plan.describe()}")
     defs = "".join(f"#define {k} {v}\n" for k, v in macros.items())
     text = header + defs + "\n/* ---- kernels ---- */\n" + kernel_text + "\n/* ---- driver ---- */\n" + _read_c("pbf_driver.c")
+    if "pbfk_dense" in plan.instructions:
+        text += "\n/* ---- adaptive step-size control ---- */\n" + _read_c("pbf_adaptive.c")
     if host:
         text += "\n/* ---- host: batched rollouts on threads ---- */\n" + _read_c("pbf_host.c")
     if name is None:

@@ -19,6 +19,7 @@ in a few entries (CHAIN-10, PBAD order 3: 20 of 1600 Jacobian entries, by at mos
 from __future__ import annotations
 
 import ctypes
+import math
 import os
 import time
 from dataclasses import dataclass
@@ -29,7 +30,8 @@ import numpy as np
 from .build import DEFAULT_OPT, Library, build_shared
 from .driver import SOLVERS, DriverError, KernelPlan, emit_step_library
 
-__all__ = ["CRunner", "RolloutArrays", "BatchArrays", "REASONS", "FLOAT_TOLERANCE_FLOORS", "solver_option_vector"]
+__all__ = ["CRunner", "RolloutArrays", "BatchArrays", "AdaptiveArrays", "REASONS", "FLOAT_TOLERANCE_FLOORS",
+           "solver_option_vector"]
 
 REASONS = ("gradient", "step", "precision", "max_iter", "non_finite", "line_search", "explicit", "residual", "stalled")
 """``SolveResult.reason`` for the C driver's reason codes."""
@@ -43,6 +45,9 @@ residuals to about 1e-5, so the double-precision defaults (1e-10, 1e-9, 1e-6) wo
 _NOPT = 16
 _NST = 6
 _NSR = 2
+_NAOPT = 9
+_NAC = 12
+"""Sizes of ``pbf_adaptive.c``'s option vector (``PBF_NAOPT``) and carried values before the state (``PBF_NAC``)."""
 _INT = ctypes.c_longlong
 _INT_P = ctypes.POINTER(_INT)
 
@@ -142,6 +147,60 @@ class BatchArrays(_StateViews):
         if self.residual is None:
             self.residual = np.asarray(self.grad_norm, float).copy()
 
+
+
+@dataclass
+class AdaptiveArrays:
+    """A piece of a native adaptive rollout (``pbf_rollout_adaptive``): output rows ``first_row ..
+    first_row + rows - 1``.
+
+    Attributes:
+        states: ``(rows, 2 nq)`` dense output ``[q; qd]`` at ``t0 + (j + 1) dt``.
+        iterations, converged, halvings, evaluations, grad_norm, residual: per output interval (``halvings``:
+            the rejected attempts in it), length ``rows``.
+        history: ``(accepted, 2)``: start time and size of every step accepted in this piece.
+        carry: what the loop carries into the next piece (pass it back to continue).
+        status: ``"done"`` (the rows asked for, or a pause), ``"diverged"`` or ``"failed"``.
+        end_time, end_step: where a diverged or failed run ended (the failed step's start and size, the
+            diverged step's end and size).
+        failure: the failed step's statistics (``status == "failed"``), else None.
+        wall_time: seconds in the native call.
+    """
+
+    states: np.ndarray
+    iterations: np.ndarray
+    converged: np.ndarray
+    halvings: np.ndarray
+    evaluations: np.ndarray
+    grad_norm: np.ndarray
+    residual: np.ndarray
+    history: np.ndarray
+    carry: np.ndarray
+    status: str
+    end_time: float | None
+    end_step: float | None
+    failure: dict | None
+    wall_time: float
+
+    @property
+    def rows(self) -> int:
+        return len(self.states)
+
+
+def adaptive_option_vector(options, dt: float, order: int) -> np.ndarray:
+    """``pbf_adaptive.c``'s option vector from an :class:`~pbframework.adaptive.AdaptiveOptions`, the output
+    interval ``dt`` (the default first step and ``h_max / 10``) and the error estimate's order."""
+    v = np.zeros(_NAOPT)
+    v[0] = options.rtol
+    v[1] = options.rtol if options.atol is None else options.atol
+    v[2] = options.h_min
+    v[3] = 10.0 * dt if options.h_max is None else options.h_max
+    v[4] = options.safety
+    v[5] = options.min_factor
+    v[6] = options.max_factor
+    v[7] = max(int(order), 1)
+    v[8] = options.first_step or 0.0
+    return v
 
 
 def solver_option_vector(solver: str, options: Mapping[str, Any] | None, *, on_failure: str = "stop",
@@ -248,7 +307,8 @@ class CRunner:
         self.threads = int(threads) if threads else (os.cpu_count() or 1)
         from .driver import plan_kernels
 
-        plan_keys = {"derivatives", "directions", "metric", "full_max_instructions", "full_max_nx", "hoist"}
+        plan_keys = {"derivatives", "directions", "metric", "full_max_instructions", "full_max_nx", "hoist",
+                     "adaptive"}
         plan_opts = {k: v for k, v in emit_options.items() if k in plan_keys}
         src_opts = {k: v for k, v in emit_options.items() if k not in plan_keys}
         unknown = set(src_opts) - {"emitter", "chunk", "name", "cold_above"}
@@ -301,6 +361,12 @@ class CRunner:
         lib.pbf_rollout_batch.restype = ctypes.c_int
         lib.pbf_bench.argtypes = [RP, RP, RP, _INT, _INT, RP, RP, _INT_P]
         lib.pbf_bench.restype = ctypes.c_int
+        if "pbfk_dense" in self.plan.instructions:
+            lib.pbf_adaptive_begin.argtypes = [RP, R, R, RP]
+            lib.pbf_adaptive_begin.restype = None
+            lib.pbf_rollout_adaptive.argtypes = [RP, RP, RP, RP, R, R, _INT, _INT, _INT, RP, RP, RP, _INT_P, RP, RP,
+                                                 _INT, _INT_P, _INT_P, RP, _INT_P]
+            lib.pbf_rollout_adaptive.restype = _INT
         self._lib = lib
         sizes = (_INT * 12)()
         lib.pbf_sizes(sizes)
@@ -451,6 +517,61 @@ class CRunner:
                              reason=st[:, 2].copy(), grad_norm=gn[:k, 0].astype(float), steps_done=k,
                              status=_status(status[0]), wall_time=wall, depth=st[:, 5].copy(),
                              residual=gn[:k, 1].astype(float), failure=failure)
+
+    def rollout_adaptive(self, q0, qd0, t0: float, dt: float, steps: int, options, u=None, *, carry=None,
+                         first_row: int = 0, rows: int | None = None,
+                         history_capacity: int | None = None) -> AdaptiveArrays:
+        """Adaptive steps (:mod:`pbframework.adaptive`, decision for decision) from ``(q0, qd0)`` at ``t0``,
+        output every ``dt`` for ``steps`` rows, in one native call: rows ``first_row`` to at least
+        ``first_row + rows - 1`` (default: all), continuing from ``carry`` (None: the start). The call also
+        pauses early when ``history_capacity`` accepted steps are recorded; continue with the returned
+        ``carry`` and the next ``first_row``.
+
+        Args:
+            options: an :class:`~pbframework.adaptive.AdaptiveOptions`.
+
+        Raises:
+            StepError: the library was built without the adaptive loop (``adaptive=True`` build option).
+        """
+        from pbframework.step import StepError
+
+        if "pbfk_dense" not in self.plan.instructions:
+            raise StepError("this C library has no adaptive loop: build the runner with adaptive=True")
+        steps, first_row = int(steps), int(first_row)
+        rows = steps - first_row if rows is None else min(int(rows), steps - first_row)
+        nq = self.nq
+        aopt = np.ascontiguousarray(adaptive_option_vector(options, dt, self.problem.error_order), dtype=self.dtype)
+        if carry is None:
+            carry = np.zeros(_NAC + self.ns, dtype=self.dtype)
+            self._lib.pbf_adaptive_begin(self._p(aopt), float(t0), float(dt), self._p(carry))
+        else:
+            carry = np.ascontiguousarray(np.asarray(carry, dtype=self.dtype)).copy()
+        per_step = int(math.ceil(aopt[3] / dt)) + 2            # rows one step may write past the request
+        cap = min(rows + per_step, steps - first_row) + 1      # + 1: the failed step's statistics
+        hcap = int(history_capacity) if history_capacity else max(1024, 4 * rows)
+        Y = np.zeros((cap, 2 * nq), dtype=self.dtype)
+        st = np.zeros((cap, _NST), dtype=np.int64)
+        gn = np.zeros((cap, _NSR), dtype=self.dtype)
+        hist = np.zeros((hcap, 2), dtype=self.dtype)
+        nhist = np.zeros(1, dtype=np.int64)
+        status = np.zeros(1, dtype=np.int64)
+        t_start = time.perf_counter()
+        j = int(self._lib.pbf_rollout_adaptive(
+            self._p(self._opt), self._p(aopt), self._p(self._vec(q0, nq, "q0")), self._p(self._vec(qd0, nq, "qd0")),
+            float(t0), float(dt), steps, first_row, first_row + rows, self._p(self._u(u)), self._p(carry),
+            self._p(Y), self._ip(st), self._p(gn), self._p(hist), hcap, self._ip(nhist), self._ip(status),
+            self._p(self._w), self._ip(self._iw)))
+        wall = time.perf_counter() - t_start
+        n = j - first_row
+        code = _status(status[0])
+        failure = _step_stats(st[n], gn[n]) if code == "failed" else None
+        ended = code != "done"
+        return AdaptiveArrays(states=Y[:n].astype(float), iterations=st[:n, 0].copy(),
+                              converged=st[:n, 1].astype(bool), halvings=st[:n, 4].copy(),
+                              evaluations=st[:n, 3].copy(), grad_norm=gn[:n, 0].astype(float),
+                              residual=gn[:n, 1].astype(float), history=hist[:int(nhist[0])].astype(float),
+                              carry=carry, status=code, end_time=float(carry[10]) if ended else None,
+                              end_step=float(carry[11]) if ended else None, failure=failure, wall_time=wall)
 
     def rollout_batch(self, Q0, QD0, t0: float, dt: float, steps: int, U=None,
                       threads: int | None = None) -> BatchArrays:

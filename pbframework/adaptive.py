@@ -20,9 +20,14 @@ a fixed-step run (``stop`` ends the run there). Per output interval the statisti
 steps' solver iterations (``iterations``), the rejected attempts (``halvings``: the adaptive retries) and
 the largest residual; ``info["adaptive"]`` holds the totals and every accepted step's start time and size.
 
-Reported energies are ``qd^T M(q) qd / 2 + V(q)`` of the dense states (there is no history node to take a
-chord to). Runs on the ``casadi`` backend; the generated-C driver has no adaptive loop yet (a
-:class:`~pbframework.step.StepError` says so).
+The divergence test checks each accepted step's end state (not finite, a speed above ``max_speed``) and
+the output rows' energies (the energy limit). Reported energies are ``qd^T M(q) qd / 2 + V(q)`` of the dense
+states (there is no history node to take a chord to).
+
+Both backends run this loop: the ``casadi`` backend in Python (:func:`rollout_adaptive`), the ``c``
+backend in the generated driver (``codegen/c_src/pbf_adaptive.c``, the same decisions in the same order,
+the error norm summed as :func:`pbframework.linalg.dot` sums), called in pieces so that the progress bar
+moves and the energy test runs between them.
 """
 
 from __future__ import annotations
@@ -34,6 +39,7 @@ from typing import TYPE_CHECKING, Any, Mapping
 
 import numpy as np
 
+from .linalg import dot
 from .step import StepError, restart_state
 from .verdict import DivergenceTest, FailurePolicy
 
@@ -95,33 +101,144 @@ class AdaptiveOptions:
         raise StepError(f"adaptive must be True, False, a dict of options or an AdaptiveOptions, got {value!r}")
 
 
+class _Record:
+    """What an adaptive rollout has written: output rows, their statistics, the accepted steps, the end."""
+
+    def __init__(self, q0: np.ndarray, qd0: np.ndarray) -> None:
+        from .simulate import STEP_COLUMNS, _End
+
+        self.states = [np.concatenate([q0, qd0])]
+        self.cols: dict[str, list] = {k: [] for k in STEP_COLUMNS}
+        self.t_taken: list[float] = []
+        self.h_taken: list[float] = []
+        self.end = _End()
+
+    def energy_cut(self, sim: "Simulator", test: DivergenceTest, first: int, grid: np.ndarray) -> bool:
+        """Apply the energy test to the rows written from index ``first`` (0: the first output row); cut
+        everything from the first bad row on. True where the run diverged."""
+        if test.energy_limit is None or len(self.states) - 1 <= first:
+            return False
+        rows = np.array(self.states[1 + first:])
+        T, V = sim.energy(rows[:, :sim.model.nq], rows[:, sim.model.nq:])
+        i, why = test.first_bad(rows, T + V)
+        if i is None:
+            return False
+        j = first + i
+        t_bad = float(grid[j])
+        del self.states[1 + j:]
+        for v in self.cols.values():
+            del v[j:]
+        keep = int(np.searchsorted(np.asarray(self.t_taken), t_bad, side="left"))
+        del self.t_taken[keep:], self.h_taken[keep:]
+        self.end.diverged(t_bad, why)
+        return True
+
+    def trajectory(self, sim: "Simulator", opts: "AdaptiveOptions", t0: float, dt: float, wall: float) -> "Trajectory":
+        from .simulate import _columns
+
+        X = np.array(self.states)
+        n = len(X) - 1
+        stats = {k: v[:n] for k, v in _columns(self.cols).items()}
+        h = self.h_taken
+        failure = self.end.failure
+        rejected = int(np.sum(stats["halvings"])) + (int(failure["halvings"]) if failure else 0)
+        info = {"rtol": opts.rtol, "atol": opts.rtol if opts.atol is None else opts.atol,
+                "accepted": len(h), "rejected": rejected,
+                "h_min": float(min(h)) if h else None, "h_max": float(max(h)) if h else None,
+                "h_median": float(np.median(h)) if h else None,
+                "t": [float(v) for v in self.t_taken], "h": [float(v) for v in h]}
+        return sim._trajectory(t0 + dt * np.arange(n + 1), X, stats, wall, self.end, t0, adaptive=info)
+
+
+def error_norm(e: np.ndarray, s: np.ndarray, s_new: np.ndarray, rtol: float, atol: float) -> float:
+    """The step's error ``e`` scaled componentwise by ``atol + rtol max(|q|, |q_new|)``, root mean square
+    (summed as the C driver sums it)."""
+    nq = len(e)
+    if not nq:
+        return 0.0
+    v = e / (atol + rtol * np.maximum(np.abs(s[:nq]), np.abs(s_new[:nq])))
+    return math.sqrt(dot(v, v) / nq)
+
+
 def rollout_adaptive(sim: "Simulator", opts: AdaptiveOptions, q0: np.ndarray, qd0: np.ndarray, t0: float,
                      steps: int, test: DivergenceTest, bar=None) -> "Trajectory":
     """An adaptive rollout of ``sim`` from ``(q0, qd0)`` at ``t0``, with output every ``dt`` for ``steps``
-    outputs. Until a step is accepted the state is built for each tried step size from ``(q0, qd0)``
-    (the integrator's ``init``: PBAD's history node from the exact motion), not re-expressed from another
-    size: PBAD order 2's chord velocity to a history node ``h`` back is the mean velocity over that step,
-    and re-expressing it for a shorter first step would carry an ``O(h)`` velocity error into the run that
-    no tolerance removes (measured on CHAIN-3: the error at rtol 1e-6 stalled at 5.7e-2 rad)."""
-    from .simulate import STEP_COLUMNS, StepStats, _columns, _End
+    outputs: in the backend's runner where it has the adaptive loop (``c``), else in Python.
 
-    pb, nq, dt = sim.problem, sim.model.nq, sim.config.dt
+    Until a step is accepted the state is built for each tried step size from ``(q0, qd0)`` (the
+    integrator's ``init``: PBAD's history node from the exact motion), not re-expressed from another size:
+    PBAD order 2's chord velocity to a history node ``h`` back is the mean velocity over that step, and
+    re-expressing it for a shorter first step would carry an ``O(h)`` velocity error into the run that no
+    tolerance removes (measured on CHAIN-3: the error at rtol 1e-6 stalled at 5.7e-2 rad)."""
+    pb = sim.problem
     if pb.error_estimate is None or pb.dense is None:
         raise StepError(f"integrator {sim.integrator!r} has no error estimate: adaptive steps need one "
                         f"(pbad has it at every order)")
+    if sim.runner is not None and hasattr(sim.runner, "rollout_adaptive") and not sim._input_forces:
+        return _rollout_native(sim, opts, q0, qd0, t0, steps, test, bar)
+    return _rollout_python(sim, opts, q0, qd0, t0, steps, test, bar)
+
+
+def _rollout_native(sim: "Simulator", opts: AdaptiveOptions, q0: np.ndarray, qd0: np.ndarray, t0: float,
+                    steps: int, test: DivergenceTest, bar) -> "Trajectory":
+    """The adaptive loop in the backend's runner, in pieces of about ``steps / PROGRESS_PIECES`` rows when
+    a progress bar or the energy test needs them (identical results)."""
+    from .simulate import PROGRESS_PIECES, StepStats
+
+    dt = sim.config.dt
+    grid = t0 + dt * np.arange(1, steps + 1)
+    per = max(1, -(-steps // PROGRESS_PIECES)) if (bar is not None or test.energy_limit is not None) else steps
+    rec = _Record(q0, qd0)
+    carry, j, wall = None, 0, 0.0
+    while j < steps:
+        out = sim.runner.rollout_adaptive(q0, qd0, t0, dt, steps, opts, carry=carry, first_row=j,
+                                          rows=min(per, steps - j))
+        wall += out.wall_time
+        carry = out.carry
+        rec.states.extend(out.states)
+        per_row = out.wall_time / max(out.rows, 1)
+        for name in ("iterations", "converged", "halvings", "evaluations", "grad_norm", "residual"):
+            rec.cols[name].extend(getattr(out, name).tolist())
+        rec.cols["depth"].extend([0] * out.rows)
+        rec.cols["reason"].extend([""] * out.rows)
+        rec.cols["step_time"].extend([per_row] * out.rows)
+        rec.t_taken.extend(out.history[:, 0].tolist())
+        rec.h_taken.extend(out.history[:, 1].tolist())
+        if rec.energy_cut(sim, test, j, grid):
+            break
+        j += out.rows
+        if bar is not None:
+            bar.update(out.rows)
+        if out.status == "diverged":
+            rec.end.diverged(out.end_time, "non_finite_or_speed")
+            break
+        if out.status == "failed":
+            st = StepStats(**{n: out.failure[n] for n in ("iterations", "grad_norm", "converged", "halvings",
+                                                          "evaluations", "depth", "residual", "reason")})
+            if sim.on_failure is FailurePolicy.RAISE:
+                raise sim._failure_error(st, out.end_time, out.end_step)
+            rec.end.failure = st.as_dict(out.end_time, out.end_step)
+            break
+    return rec.trajectory(sim, opts, t0, dt, wall)
+
+
+def _rollout_python(sim: "Simulator", opts: AdaptiveOptions, q0: np.ndarray, qd0: np.ndarray, t0: float,
+                    steps: int, test: DivergenceTest, bar) -> "Trajectory":
+    """The adaptive loop in Python (the ``casadi`` backend); ``pbf_adaptive.c`` is this loop in C."""
+    from .simulate import StepStats
+
+    pb, nq, dt = sim.problem, sim.model.nq, sim.config.dt
     k_err = max(int(pb.error_order), 1)
     atol = opts.rtol if opts.atol is None else opts.atol
     h_max = 10.0 * dt if opts.h_max is None else opts.h_max
     t_end = t0 + steps * dt
     grid = t0 + dt * np.arange(1, steps + 1)
-    out_states = [np.concatenate([q0, qd0])]
-    cols: dict[str, list] = {k: [] for k in STEP_COLUMNS}
+    rec = _Record(q0, qd0)
+    cols = rec.cols
     acc = {"iterations": 0, "halvings": 0, "evaluations": 0, "residual": 0.0, "converged": True}
-    h_taken, t_taken = [], []
-    end = _End()
     s, h_state = None, None             # the state and the step length it is expressed for (None: at the start)
     h = min(opts.first_step or dt, h_max)
-    err_prev, rejected, j = 1.0, 0, 0
+    err_prev, j = 1.0, 0
     t = t0
     t_loop = time.perf_counter()
     t_interval = t_loop
@@ -141,15 +258,12 @@ def rollout_adaptive(sim: "Simulator", opts: AdaptiveOptions, q0: np.ndarray, qd
         err = math.inf
         s_new = np.asarray(pb.advance(res.x, p)).ravel()
         if res.converged:
-            e = np.asarray(pb.error_estimate(res.x, p)).ravel()
-            scale = atol + opts.rtol * np.maximum(np.abs(sh[:nq]), np.abs(s_new[:nq]))
-            err = float(np.sqrt(np.mean((e / scale) ** 2))) if nq else 0.0
+            err = error_norm(np.asarray(pb.error_estimate(res.x, p)).ravel(), sh, s_new, opts.rtol, atol)
         at_floor = h <= opts.h_min
         if not res.converged and at_floor and sim.on_failure is FailurePolicy.CONTINUE:
             acc["converged"] = False          # kept unconverged, recorded, the run goes on
             err = 1.0
         if not err <= 1.0:                    # rejected (nan included)
-            rejected += 1
             acc["halvings"] += 1
             factor = 0.25 if not res.converged or not math.isfinite(err) else \
                 max(opts.min_factor, opts.safety * err ** (-1.0 / k_err))
@@ -158,26 +272,24 @@ def rollout_adaptive(sim: "Simulator", opts: AdaptiveOptions, q0: np.ndarray, qd
                                res.residual(pb.kind), str(res.reason))
                 if sim.on_failure is FailurePolicy.RAISE:
                     raise sim._failure_error(st, t, h)
-                end.failure = st.as_dict(t, h)
+                rec.end.failure = st.as_dict(t, h)
                 break
             h = max(h * factor, opts.h_min)
             continue
-        # accepted: dense output on the grid points inside (t, t + h]
-        energy_rows = None
-        if test.energy_limit is not None:
-            T, V = sim.state_energy(s_new[None, :], h)
-            energy_rows = T + V
-        i_bad, why = test.first_bad(s_new[None, :], energy_rows)
+        # accepted: the divergence test on the end state, then dense output on the grid points in (t, t + h]
+        i_bad, why = test.first_bad(s_new[None, :], None)
         if i_bad is not None:
-            end.diverged(t + h, why)
+            rec.end.diverged(t + h, why)
             break
         acc["residual"] = max(acc["residual"], res.residual(pb.kind))
-        t_taken.append(t)
-        h_taken.append(h)
+        rec.t_taken.append(t)
+        rec.h_taken.append(h)
         t_new = t + h
-        while j < steps and grid[j] <= t_new + 1e-12 * max(1.0, abs(t_new)):
-            theta = 1.0 if abs(grid[j] - t_new) <= 1e-12 * max(1.0, abs(t_new)) else (grid[j] - t) / h
-            out_states.append(np.asarray(pb.dense(res.x, p, theta)).ravel())
+        tol_new = 1e-12 * max(1.0, abs(t_new))
+        j_first = j
+        while j < steps and grid[j] <= t_new + tol_new:
+            theta = 1.0 if abs(grid[j] - t_new) <= tol_new else (grid[j] - t) / h
+            rec.states.append(np.asarray(pb.dense(res.x, p, theta)).ravel())
             now = time.perf_counter()
             for name in ("iterations", "halvings", "evaluations", "residual", "converged"):
                 cols[name].append(acc[name])
@@ -190,18 +302,10 @@ def rollout_adaptive(sim: "Simulator", opts: AdaptiveOptions, q0: np.ndarray, qd
             j += 1
             if bar is not None:
                 bar.update(1)
+        if rec.energy_cut(sim, test, j_first, grid):
+            break
         s, h_state, t = s_new, h, t_new
         factor = opts.safety * max(err, 1e-10) ** (-0.7 / k_err) * err_prev ** (0.4 / k_err)
         h = min(h * min(opts.max_factor, max(opts.min_factor, factor)), h_max)
         err_prev = max(err, 1e-4)
-    wall = time.perf_counter() - t_loop
-    X = np.array(out_states)
-    n = len(X) - 1
-    stats = _columns(cols)
-    stats = {k: v[:n] for k, v in stats.items()}
-    info_adaptive = {"rtol": opts.rtol, "atol": atol, "accepted": len(h_taken), "rejected": rejected,
-                     "h_min": float(min(h_taken)) if h_taken else None,
-                     "h_max": float(max(h_taken)) if h_taken else None,
-                     "h_median": float(np.median(h_taken)) if h_taken else None,
-                     "t": [float(v) for v in t_taken], "h": [float(v) for v in h_taken]}
-    return sim._trajectory(t0 + dt * np.arange(n + 1), X, stats, wall, end, t0, adaptive=info_adaptive)
+    return rec.trajectory(sim, opts, t0, dt, time.perf_counter() - t_loop)

@@ -71,7 +71,7 @@ def _parser() -> argparse.ArgumentParser:
     sp.add_argument("--max-halvings", type=int, default=4,
                     help="how deep an unconverged step is retried as two half steps (default 4; 0: never)")
     sp.add_argument("--adaptive", action="store_true",
-                    help="adaptive step-size control (pbad, casadi backend): --dt is then the output interval and "
+                    help="adaptive step-size control (pbad, both backends): --dt is then the output interval and "
                          "the first step")
     sp.add_argument("--rtol", type=float, default=None, help="relative local-error tolerance of --adaptive "
                                                              "(default 1e-4)")

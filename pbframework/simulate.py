@@ -201,9 +201,6 @@ class Simulator:
             if self.problem.error_estimate is None or self.problem.dense is None:
                 raise StepError(f"integrator {integrator!r} has no local error estimate, so it cannot take adaptive "
                                 f"steps (pbad can, at every order)")
-            if str(backend) != "casadi":
-                raise StepError(f"adaptive steps run on the 'casadi' backend only (the {backend!r} backend has "
-                                f"no adaptive loop yet); drop adaptive or use backend='casadi'")
         self._input_forces = [(f, b - a) for f, (a, b) in zip(self.forces, input_slices(model, self.forces))
                               if b > a]
         self.backend = str(backend)
@@ -212,7 +209,8 @@ class Simulator:
             self.runner = get_plugin("backend", self.backend).build(
                 self.problem, self.solver_name or "lm", solver_options=dict(solver_options or {}), model=model,
                 on_failure=self.on_failure.value, max_halvings=self.max_halvings,
-                max_speed=self.max_speed, **dict(backend_options or {}))
+                max_speed=self.max_speed,
+                **{**dict(backend_options or {}), **({"adaptive": True} if self.adaptive is not None else {})})
         elif backend_options:
             raise StepError(f"backend 'casadi' takes no backend_options, got {dict(backend_options)}")
         self.energy_function = self._energy_function()

@@ -78,8 +78,6 @@ def test_adaptive_options_are_validated(chain3):
         pbf.Simulator(m, "pbad", dt=0.01, adaptive={"tol": 1e-3})
     with pytest.raises(StepError, match="has no local error estimate"):
         pbf.Simulator(m, "rk4", dt=0.01, adaptive=True)
-    with pytest.raises(StepError, match="adaptive steps run on the 'casadi' backend only"):
-        pbf.Simulator(m, "pbad", dt=0.01, adaptive=True, backend="c")
     assert AdaptiveOptions.parse(False) is None and AdaptiveOptions.parse(True) == AdaptiveOptions()
 
 
@@ -90,3 +88,72 @@ def test_cli_adaptive(capsys):
     assert code == 0 and out.startswith("Status: ok.") and "accepted" in out and "rejected" in out
     assert main(["simulate", "chain", "--links", "3", "--rtol", "1e-5"]) == 2
     assert "--rtol and --atol apply to --adaptive runs only" in capsys.readouterr().err
+
+
+def _same_run(a, b, atol=0.0):
+    """Two adaptive trajectories took the same steps and wrote the same rows (to ``atol``)."""
+    assert a.status is b.status and a.failure_time == b.failure_time
+    assert a.info["adaptive"]["h"] == pytest.approx(b.info["adaptive"]["h"], rel=1e-12, abs=0)
+    assert a.info["adaptive"]["rejected"] == b.info["adaptive"]["rejected"]
+    np.testing.assert_allclose(a.q, b.q, rtol=0, atol=atol)
+    np.testing.assert_allclose(a.qd, b.qd, rtol=0, atol=atol)
+    for name in ("iterations", "halvings", "evaluations", "converged"):
+        np.testing.assert_array_equal(a.stats[name], b.stats[name])
+
+
+@pytest.mark.parametrize("order", [2, 3])
+def test_the_c_driver_runs_the_same_adaptive_loop(chain3, order):
+    """pbf_adaptive.c takes the Python loop's decisions: the same accepted steps, rejections and rows (full
+    derivatives: the kernels of the VM path, so the same bits)."""
+    m, q0 = chain3
+    kw = dict(order=order, dt=0.05, adaptive={"rtol": 1e-5})
+    vm = pbf.Simulator(m, "pbad", **kw).rollout(q0, duration=1.0)
+    c = pbf.Simulator(m, "pbad", backend="c", backend_options={"derivatives": "full"}, **kw).rollout(q0, duration=1.0)
+    assert vm.ok and vm.info["adaptive"]["accepted"] > 20
+    _same_run(vm, c)
+    assert c.info["backend"] == "c"
+
+
+def test_c_adaptive_in_pieces_equals_one_call(chain3):
+    """The progress bar and the energy test run the native loop in pieces (the carried state, a small record
+    of accepted steps): the same run as one call."""
+    from pbframework.adaptive import AdaptiveOptions
+
+    m, q0 = chain3
+    sim = pbf.Simulator(m, "pbad", order=3, dt=0.05, backend="c", adaptive={"rtol": 1e-5})
+    opts, runner = sim.adaptive, sim.runner
+    whole = runner.rollout_adaptive(q0, np.zeros(m.nq), 0.0, 0.05, 20, opts)
+    carry, j, rows, hist = None, 0, [], []
+    while j < 20:
+        out = runner.rollout_adaptive(q0, np.zeros(m.nq), 0.0, 0.05, 20, opts, carry=carry, first_row=j, rows=3,
+                                      history_capacity=7)
+        carry, j = out.carry, j + out.rows
+        rows.append(out.states)
+        hist.append(out.history)
+        assert out.status == "done" and len(out.history) <= 7
+    np.testing.assert_array_equal(np.concatenate(rows), whole.states)
+    np.testing.assert_array_equal(np.concatenate(hist), whole.history)
+    assert isinstance(opts, AdaptiveOptions)
+
+
+def test_c_adaptive_failure_and_policy(chain3):
+    """A step the solver cannot take even at h_min stops the C run as it stops the Python one."""
+    m, q0 = chain3
+    never = {"max_iter": 2, "rtol": 0.0}
+    kw = dict(order=3, dt=0.01, solver_options=never, adaptive={"h_min": 1e-4})
+    with pytest.warns(RuntimeWarning, match="the run stopped there"):
+        vm = pbf.Simulator(m, "pbad", **kw).rollout(q0, duration=0.1)
+    with pytest.warns(RuntimeWarning, match="the run stopped there"):
+        c = pbf.Simulator(m, "pbad", backend="c", **kw).rollout(q0, duration=0.1)
+    assert c.status is Status.UNCONVERGED and c.steps == 0
+    assert c.info["failure"]["halvings"] == vm.info["failure"]["halvings"]
+    assert c.info["failure"]["t"] == vm.info["failure"]["t"] and c.info["failure"]["dt"] == vm.info["failure"]["dt"]
+    with pytest.raises(pbf.StepFailure):
+        pbf.Simulator(m, "pbad", backend="c", on_failure="raise", **kw).rollout(q0, duration=0.1)
+
+
+def test_cli_adaptive_c_backend(capsys):
+    code = main(["simulate", "chain", "--links", "3", "--order", "3", "--dt", "0.05", "--duration", "1",
+                 "--adaptive", "--rtol", "1e-5", "--backend", "c", "--no-progress"])
+    out = capsys.readouterr().out
+    assert code == 0 and out.startswith("Status: ok.") and "accepted" in out

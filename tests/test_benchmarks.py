@@ -347,10 +347,10 @@ def test_work_precision(tmp_path):
     assert [r["method"] for r in rows] == [m for m in methods for _ in range(2)], "the 2 largest dt per method"
     adaptive = [r for r in rows if r["method"] == "pbad3_adaptive"]
     assert [r["rtol"] for r in adaptive] == [1e-3, 1e-4]
-    assert all(r["status"] == "ok" and r["accepted"] > 0 for r in adaptive)
+    assert all(r["status"] == "ok" and r["accepted"] > 0 and r["backend"] == "c" for r in adaptive)
     assert adaptive[1]["accepted"] > adaptive[0]["accepted"]
     if HAS_MUJOCO:
-        assert "adaptive PBAD (CasADi VM) against MuJoCo RK4" in text
+        assert "adaptive PBAD (c backend) against MuJoCo RK4" in text
     for r in rows:
         check_energy_row(r)
     by = {(r["method"], r["dt"]): r for r in rows}

@@ -8,7 +8,7 @@
  * The loops mirror the Python solvers of pbframework.plugins.solvers exactly (same tests, same order,
  * same statistics): lm / jtj_lm (Levenberg-Marquardt, Nielsen damping update, Marquardt scaling or the
  * problem's metric), lbfgs (two-loop recursion, Armijo / approximate-Wolfe backtracking), and the
- * Simulator's failure policy (halve / record / raise) around each step.
+ * Simulator's failure policy (halving retries, then stop / continue / raise) around each step.
  */
 
 #ifdef PBF_FLOAT
@@ -681,26 +681,35 @@ PBF_EXPORT int pbf_solve(const casadi_real* opt, const casadi_real* p, casadi_re
   return 0;
 }
 
-/* s_next = advance(solve(guess(p)), p) with p = params(s, t, dt, u): the Simulator's _solve */
-static void pbf_solve_step(const casadi_real* opt, pbf_ws* ws, const casadi_real* s, casadi_real t, casadi_real dt,
-                           const casadi_real* u, casadi_real* s_next, casadi_int* st, casadi_real* gnorm) {
+/* the unknowns x of the step from state s at t of size dt (p = params(s, t, dt, u) left in ws->p, x from
+   guess(p)); gnorm: PBF_NSR reals */
+static void pbf_solve_at(const casadi_real* opt, pbf_ws* ws, const casadi_real* s, casadi_real t, casadi_real dt,
+                         const casadi_real* u, casadi_real* x, casadi_int* st, casadi_real* gnorm) {
   const casadi_real* in[4]; casadi_real* out[1];
-  casadi_real tt = t, hh = dt, xs[PBF_MX], f;
+  casadi_real tt = t, hh = dt, f;
   in[0] = s; in[1] = &tt; in[2] = &hh; in[3] = u; out[0] = ws->p;
   PBF_KCALL(pbfk_params, 4, in, 1, out);
 #if PBF_NX > 0
-  in[0] = ws->p; out[0] = xs;
+  in[0] = ws->p; out[0] = x;
   PBF_KCALL(pbfk_guess, 1, in, 1, out);
 #else
-  xs[0] = 0;
+  x[0] = 0;
 #endif
-  f = pbf_solve_ws(opt, ws, xs, st, gnorm);
+  f = pbf_solve_ws(opt, ws, x, st, gnorm);
 #if PBF_KIND == 2
   gnorm[PBF_SR_RESIDUAL] = sqrt(2 * f);        /* f = ||W r||^2 / 2 */
 #else
   (void)f;
   gnorm[PBF_SR_RESIDUAL] = gnorm[PBF_SR_GRAD];
 #endif
+}
+
+/* s_next = advance(solve(guess(p)), p) with p = params(s, t, dt, u): the Simulator's _solve */
+static void pbf_solve_step(const casadi_real* opt, pbf_ws* ws, const casadi_real* s, casadi_real t, casadi_real dt,
+                           const casadi_real* u, casadi_real* s_next, casadi_int* st, casadi_real* gnorm) {
+  const casadi_real* in[2]; casadi_real* out[1];
+  casadi_real xs[PBF_MX];
+  pbf_solve_at(opt, ws, s, t, dt, u, xs, st, gnorm);
   in[0] = xs; in[1] = ws->p; out[0] = s_next;
   PBF_KCALL(pbfk_advance, 2, in, 1, out);
 }
