@@ -6,15 +6,15 @@ metres apart within seconds. This script runs M such starts at once with ``Simul
 ``rollout`` exactly, which the script checks for two of them) with two integrators, and reports how the
 spread of the chain's tip across the ensemble grows:
 
-* ``rk4`` at dt = 1 ms, which keeps the energy of the unperturbed start to 0.49% of DESIGN.md's scale over
-  10 s (measured; MuJoCo's RK4 at that step: 0.45%, benchmarks/peer_mujoco.py): the spread grows from
-  1.6e-5 m past 0.1 m at t = 7.25 s and to 1.3 m at 10 s (measured with the defaults: 128 starts, 44 s on
-  2 threads). Some members whip harder than the unperturbed start: the largest energy error in the
-  ensemble is 32%;
-* ``pbad`` order 2 at dt = 10 ms, stable at any step but dissipative (63% of the energy scale lost): the
-  damping also removes the sensitivity, and the spread stays below 2e-5 m (4.8 s for the 128). Use it
-  where robustness at large steps matters more than the motion's fine detail; order 3 at 2.5 ms follows
-  RK4's spread (measured on 64 starts: 1.3 m at t = 8 s), at much higher cost.
+* ``rk4`` at dt = 1 ms, whose energy error on the unperturbed start is close to MuJoCo's RK4 at the same
+  step (``benchmarks/peer_mujoco.py`` measures both): the spread grows by orders of magnitude within the
+  10 s, and some members whip harder than the unperturbed start;
+* ``pbad`` order 2 at dt = 10 ms, stable at any step but dissipative: the damping also removes the
+  sensitivity, and the spread stays near its start. Use it where robustness at large steps matters more
+  than the motion's fine detail; order 3 at small steps follows RK4's spread, at much higher cost.
+
+The script prints, per integrator, the spread over time, the largest energy error in the ensemble and the
+wall time (this docstring quotes no figure: they depend on the machine and on ``--members``).
 
 The first run compiles the generated C (a few seconds per integrator; ``pbf cache info`` shows the cached
 libraries), later runs load it from the cache.

@@ -53,6 +53,9 @@ class ForceModel:
     still fluid, friction): a :class:`~pbframework.simulate.Simulator` whose force models all say ``False``
     marks a rollout ``diverged`` where its energy rises above its start by more than ``energy_limit``.
     The default ``True`` is the safe one for a new model: no energy test."""
+    dissipative: ClassVar[bool] = False
+    """Whether this force removes energy (damping, drag, friction, a contact's damping): the summary then
+    expects a conservative integrator's energy to fall."""
 
     def params(self) -> dict[str, Any]:
         """The parameters this instance was built with (for messages and saved results)."""

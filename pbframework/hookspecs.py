@@ -131,7 +131,10 @@ def pbf_integrators() -> list[PluginInfo]:
         A list of :class:`PluginInfo` whose ``build(model, config, forces)`` assembles one timestep as a
         step problem (data: CasADi functions and sizes) for the given model, step configuration (dt,
         order, ...) and force models. ``meta`` states what the integrator accepts: ``"forms"`` (the set of
-        force forms) and ``"orders"`` (the supported orders).
+        force forms) and ``"orders"`` (the supported orders); optional ``"energy"``: what the method does
+        to the energy of a conservative system, ``"conserves"`` (bounded error that shrinks with the step),
+        ``"dissipates"`` or ``"drifts"`` (either way, growing with time), or a function of the order giving
+        one of those (``Trajectory.summary`` states it beside the drift).
 
     Called once, when the registry is first used. All implementations are collected.
     """

@@ -21,6 +21,11 @@ STAT_FIELDS = ("iterations", "grad_norm", "converged", "halvings", "evaluations"
 """Per-step statistics kept in :attr:`Trajectory.stats` (one entry per step)."""
 
 
+ENERGY_SCALE_FLOOR = 1e-9
+"""Joules below which a run has no energy scale (a model without forces at rest): drift is then reported
+in joules, not as a percentage of nearly nothing."""
+
+
 @dataclass
 class Trajectory:
     """A rollout.
@@ -91,12 +96,26 @@ class Trajectory:
 
     @property
     def energy_scale(self) -> float:
-        """DESIGN.md's CHAIN-N scale (``info["energy_scale"]``) where known, otherwise
-        ``max(|E(0)|, max_t T(t))`` (floored at 1e-12)."""
+        """The joules that energy errors are percentages of: DESIGN.md's CHAIN-N scale (the potential drop
+        from horizontal to hanging, ``info["energy_scale"]``) for chain models; for every other model the
+        larger of the initial kinetic energy and the potential's range over the run (at least
+        :data:`ENERGY_SCALE_FLOOR`; below it :attr:`energy_scale_known` is False and the summary reports
+        joules)."""
         s = self.info.get("energy_scale")
         if s:
             return float(s)
-        return max(abs(float(self.energy[0])), float(np.max(self.kinetic, initial=0.0)), 1e-12)
+        return max(self._run_scale(), ENERGY_SCALE_FLOOR)
+
+    def _run_scale(self) -> float:
+        V = self.potential
+        vr = float(np.max(V) - np.min(V)) if len(V) else 0.0
+        return max(float(self.kinetic[0]) if len(self.kinetic) else 0.0, vr)
+
+    @property
+    def energy_scale_known(self) -> bool:
+        """Whether :attr:`energy_scale` is meaningful (a chain's, or a run whose kinetic energy or potential
+        range reaches :data:`ENERGY_SCALE_FLOOR`)."""
+        return bool(self.info.get("energy_scale")) or self._run_scale() >= ENERGY_SCALE_FLOOR
 
     def energy_error(self, scale: float | None = None, *, cut: bool = True) -> float:
         """``max_t |E(t) - E(0)| / scale * 100`` (percent); ``inf`` for a diverged rollout unless ``cut`` is
@@ -144,9 +163,18 @@ class Trajectory:
                  + (f", solver {inf.get('solver')}" if inf.get("implicit") else "")
                  + f", dt={inf.get('dt')} s: {self.steps} steps to t={self.t[-1]:.4g} s in "
                    f"{self.wall_time:.3g} s wall time ({1e3 * self.wall_time / max(self.steps, 1):.3g} ms/step)."]
-        parts.append(f"Energy drift max|E-E0| = {self.energy_error(cut=False):.4g}% of the energy scale "
-                     f"{self.energy_scale:.4g} J (largest rise {self.energy_rise(cut=False):+.4g}%)"
-                     + (" up to the failure." if self.status is not Status.OK else "."))
+        upto = " up to the failure" if self.status is not Status.OK else ""
+        if self.energy_scale_known:
+            what = "DESIGN.md's chain scale" if self.info.get("energy_scale") else "initial kinetic energy or potential range"
+            drift = (f"Energy drift max|E-E0| = {self.energy_error(cut=False):.4g}% of the energy scale "
+                     f"{self.energy_scale:.4g} J ({what}; largest rise {self.energy_rise(cut=False):+.4g}%){upto}.")
+        else:
+            dE = self.energy - self.energy[0] if len(self.energy) else np.zeros(1)
+            drift = (f"Energy drift max|E-E0| = {float(np.max(np.abs(dE))):.3g} J{upto} (no energy scale: the run's "
+                     f"kinetic energy and potential range stay below {ENERGY_SCALE_FLOOR:g} J).")
+        if inf.get("expected_energy"):
+            drift = drift[:-1] + f"; expected: {inf['expected_energy']}."
+        parts.append(drift)
         ad = inf.get("adaptive")
         if ad:
             hs = (f", h from {ad['h_min']:.3g} to {ad['h_max']:.3g} s (median {ad['h_median']:.3g})"

@@ -32,7 +32,7 @@ from .adaptive import AdaptiveOptions, rollout_adaptive
 from .model import ArticulatedBody
 from .result import BatchTrajectory, Trajectory
 from .verdict import (
-    DEFAULT_ENERGY_LIMIT, DivergenceTest, FailurePolicy, Status, energy_conserving, outcomes,
+    DEFAULT_ENERGY_LIMIT, DivergenceTest, FailurePolicy, Status, energy_conserving, expected_energy, outcomes,
 )
 from .step import (
     Objective, ProblemKind, SolveResult, StepConfig, StepError, StepProblem, build_step, initial_state,
@@ -196,6 +196,9 @@ class Simulator:
                             f"got {energy_limit!r}")
         self.energy_limit = None if energy_limit is None else float(energy_limit)
         self.energy_checked = self.energy_limit is not None and energy_conserving(self.forces)
+        self.expected_energy = expected_energy(get_plugin("integrator", integrator).meta.get("energy"),
+                                               self.problem.order, self.forces)
+        """What the run's energy is expected to do, in words (:func:`pbframework.verdict.expected_energy`)."""
         self.adaptive = AdaptiveOptions.parse(adaptive)
         if self.adaptive is not None:
             if self.problem.error_estimate is None or self.problem.dense is None:
@@ -734,6 +737,7 @@ class Simulator:
             "energy_limit": self.energy_limit if self.energy_checked else None,
             "velocity": pb.velocity, "start": pb.start, "unconverged_steps": n_bad,
             "backend": self.backend, "adaptive": adaptive,
+            "expected_energy": self.expected_energy,
         }
         build_time = 0.0 if self._build_time_reported else self.build_time
         self._build_time_reported = True

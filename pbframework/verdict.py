@@ -147,3 +147,25 @@ class DivergenceTest:
 
 REASON_TEXT = {"non_finite": "a state that is not finite", "speed": "a speed above max_speed",
                "energy": "energy above its start by more than the energy limit"}
+
+
+ENERGY_BEHAVIOURS = {"conserves": "conserves energy (to an error that shrinks with the step)",
+                     "dissipates": "dissipates energy", "drifts": "lets energy drift (either way, growing with time)"}
+
+
+def expected_energy(behaviour: Any, order: int | None, forces: Iterable[Any]) -> str:
+    """What the energy of a run is expected to do, in words: from the integrator's ``meta["energy"]``
+    (a word of :data:`ENERGY_BEHAVIOURS` or a function of the order) and the force models (one with an
+    energy input: no expectation; a dissipative one turns "conserves" into "dissipates")."""
+    forces = list(forces)
+    if any(getattr(f, "energy_input", True) for f in forces):
+        names = [getattr(f, "name", str(f)) for f in forces if getattr(f, "energy_input", True)]
+        return f"none: {', '.join(names)} can add energy"
+    b = behaviour(order) if callable(behaviour) else behaviour
+    if b not in ENERGY_BEHAVIOURS:
+        return "not stated by the integrator"
+    dissipative = [getattr(f, "name", str(f)) for f in forces if getattr(f, "dissipative", False)]
+    verb = f"{', '.join(dissipative)} dissipate{'s' if len(dissipative) == 1 else ''}"
+    if b == "conserves" and dissipative:
+        return f"falls ({verb})"
+    return "the integrator " + ENERGY_BEHAVIOURS[b] + (f", and {verb}" if dissipative else "")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import warnings
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -12,6 +13,8 @@ import pbframework as pbf
 from pbframework.cli import main
 from pbframework.step import StepError
 from pbframework.verdict import DivergenceTest, FailurePolicy, Outcome, Status
+
+DATA = Path(__file__).parent / "data"
 
 FAILING = {"max_iter": 1}
 """One iteration per solve: every PBAD step of CHAIN-3 at dt = 0.05 s fails to converge."""
@@ -148,3 +151,44 @@ def test_cli_exit_status_and_saved_verdict(tmp_path, capsys):
     assert main(["simulate", "chain", "--links", "3", "--integrator", "forward_euler", "--dt", "0.01",
                  "--duration", "2", "--energy-limit", "1", "--no-progress"]) == 1
     assert "pbf: run ended diverged at t=" in capsys.readouterr().err
+
+
+def test_expected_energy_from_the_integrator_and_the_forces():
+    from pbframework.verdict import expected_energy
+
+    m = pbf.models.chain(2)
+    q0 = pbf.models.chain_q0(m)
+    cases = {("pbad", 2, ("gravity",)): "the integrator dissipates energy",
+             ("pbad", 3, ("gravity",)): "the integrator conserves energy",
+             ("semi_implicit_euler", None, ("gravity",)): "the integrator conserves energy",
+             ("rk4", None, ("gravity",)): "the integrator lets energy drift",
+             ("pbad", 3, ("gravity", "joint_damping")): "falls (joint_damping dissipates)",
+             ("rk4", None, ("gravity", "joint_damping")): "lets energy drift (either way, growing with time), and "
+                                                          "joint_damping dissipates"}
+    for (integ, order, forces), words in cases.items():
+        sim = pbf.Simulator(m, integ, order=order, dt=0.01, forces=list(forces))
+        assert words in sim.expected_energy, (integ, forces, sim.expected_energy)
+    tr = pbf.Simulator(m, "pbad", order=3, dt=0.01).rollout(q0, steps=2)
+    assert "expected: the integrator conserves energy" in tr.summary()
+    assert expected_energy(None, 2, []) == "not stated by the integrator"
+    motor = type("Motor", (), {"name": "motor", "energy_input": True})()
+    assert expected_energy("conserves", 3, [motor]) == "none: motor can add energy"
+
+
+def test_energy_scale_of_a_model_that_is_not_a_chain_and_its_floor(tmp_path):
+    """Off the chains: the larger of the initial kinetic energy and the potential's range over the run;
+    without forces at rest there is no scale, and the drift is reported in joules."""
+    from pbframework.result import ENERGY_SCALE_FLOOR
+
+    m = pbf.load_urdf(DATA / "arm.urdf")
+    still = pbf.Simulator(m, "pbad", dt=0.01, forces=[]).rollout(np.zeros(m.nq), steps=3)
+    assert not still.energy_scale_known and still.energy_scale == ENERGY_SCALE_FLOOR
+    assert "J (no energy scale" in still.summary() and "% of the energy scale" not in still.summary()
+    falling = pbf.Simulator(m, "pbad", order=3, dt=0.01).rollout(np.zeros(m.nq), steps=20)
+    V = falling.potential
+    assert falling.energy_scale_known
+    assert falling.energy_scale == pytest.approx(max(falling.kinetic[0], V.max() - V.min()))
+    assert "(initial kinetic energy or potential range;" in falling.summary()
+    spinning = pbf.Simulator(m, "pbad", order=3, dt=0.01, forces=[]).rollout(np.zeros(m.nq), np.full(m.nq, 2.0),
+                                                                             steps=5)
+    assert spinning.energy_scale == pytest.approx(spinning.kinetic[0])

@@ -96,6 +96,7 @@ class PenaltyContact(ForceModel):
     name = "penalty_contact"
     forms = frozenset({ForceForm.POTENTIAL, ForceForm.GENERALIZED_FORCE})
     energy_input = False
+    dissipative = True
 
     def __init__(self, stiffness: float = 1e4, friction: float = 0.0, *, normal: Sequence[float] = (0.0, 0.0, 1.0),
                  offset: float = 0.0, friction_power: float = 2.0, smoothing: float = 0.0,

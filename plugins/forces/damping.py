@@ -32,6 +32,7 @@ class JointDamping(ForceModel):
     name = "joint_damping"
     forms = frozenset({ForceForm.POTENTIAL, ForceForm.GENERALIZED_FORCE})
     energy_input = False
+    dissipative = True
 
     def __init__(self, damping: Any = 0.1, *, dofs: DofSpec = None) -> None:
         self.damping = gain_vector(self.name, "damping", damping)

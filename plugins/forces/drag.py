@@ -78,6 +78,7 @@ class Drag(ForceModel):
     name = "drag"
     forms = frozenset({ForceForm.POTENTIAL, ForceForm.GENERALIZED_FORCE})
     energy_input = False
+    dissipative = True
 
     def __init__(self, coefficient: float = 1.0, normal_coefficient: float | None = None, *,
                  axis: Sequence[float] = (1.0, 0.0, 0.0), links: Sequence[str] | None = None) -> None:

@@ -99,5 +99,6 @@ def _builder(method: str):
 def pbf_integrators():
     return [PluginInfo(name, desc, _builder(name),
                        meta={"forms": frozenset({ForceForm.GENERALIZED_FORCE}), "orders": (order,),
-                             "default_order": order, "implicit": False})
+                             "default_order": order, "implicit": False,
+                             "energy": "conserves" if name == "semi_implicit_euler" else "drifts"})
             for name, (order, desc) in METHODS.items()]

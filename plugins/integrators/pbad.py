@@ -390,5 +390,6 @@ def pbf_integrators():
         build_pbad,
         meta={"forms": frozenset({ForceForm.POTENTIAL, ForceForm.GENERALIZED_FORCE}),
               "orders": tuple(range(2, MAX_ORDER + 1)), "default_order": 2,
-              "objectives": (Objective.ENERGY, Objective.RESIDUAL), "implicit": True},
+              "objectives": (Objective.ENERGY, Objective.RESIDUAL), "implicit": True,
+              "energy": lambda order: "dissipates" if order == 2 else "conserves"},
     )]
