@@ -54,6 +54,9 @@ def _parser() -> argparse.ArgumentParser:
                         description="Simulate a built-in benchmark model or a URDF / MJCF file.", epilog=EPILOG)
     sp.add_argument("name", nargs="?", metavar="MODEL", help=f"built-in model: {', '.join(MODELS)}")
     sp.add_argument("--model", metavar="PATH", help="a URDF (.urdf) or MJCF (.xml) file instead of MODEL")
+    sp.add_argument("--balance-inertia", action="store_true",
+                    help="--model: make a link inertia that breaks the triangle inequality valid as MuJoCo's "
+                         "balanceinertia does (principal moments set to their mean), with a warning naming the links")
     sp.add_argument("--links", type=int, default=None,
                     help="number of links of chain (default 10, CHAIN-10) or swimmer (default 4, SWIMMER)")
     sp.add_argument("--integrator", default="pbad", help="integrator plug-in (default pbad; see pbf plugins)")
@@ -97,6 +100,7 @@ def _parser() -> argparse.ArgumentParser:
 def _load_model(args):
     from . import models
     from .io import load_mjcf, load_urdf
+    from .limits import clip_to_limits
 
     if args.links is not None and args.model:
         raise CliError(f"--links applies to the chain and swimmer models only, not to {args.model!r}")
@@ -105,12 +109,12 @@ def _load_model(args):
         if not path.is_file():
             raise CliError(f"model file {str(path)!r} not found")
         if path.suffix.lower() == ".urdf":
-            model = load_urdf(path)
+            model = load_urdf(path, balance_inertia=args.balance_inertia)
         elif path.suffix.lower() in (".xml", ".mjcf"):
-            model = load_mjcf(path)
+            model = load_mjcf(path, balance_inertia=args.balance_inertia)
         else:
             raise CliError(f"model file {str(path)!r}: unknown format {path.suffix!r} (allowed: .urdf, .xml)")
-        return model, np.zeros(model.nq)
+        return model, clip_to_limits(model, np.zeros(model.nq))
     if not args.name:
         raise CliError(f"give a model: one of {', '.join(MODELS)}, or --model PATH")
     if args.name not in MODELS:
@@ -135,6 +139,7 @@ def _load_model(args):
 
 
 def _simulate(args) -> int:
+    from .limits import limit_report
     from .simulate import Simulator
 
     model, q0 = _load_model(args)
@@ -158,6 +163,9 @@ def _simulate(args) -> int:
         warnings.simplefilter("always")
         traj = sim.rollout(q0, np.zeros(model.nq), duration=args.duration, progress=not args.no_progress)
     print(traj.summary())
+    limits = limit_report(model, traj.q, traj.t)
+    if limits is not None:
+        print(limits)
     for w in caught:
         print(f"pbf: warning: {w.message}", file=sys.stderr)
     if args.out:

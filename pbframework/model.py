@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
-from typing import Iterable, Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 
@@ -122,6 +122,34 @@ def transform(xyz: Sequence[float] = (0.0, 0.0, 0.0), rpy: Sequence[float] = (0.
     return T
 
 
+def _violates_triangle(moments: np.ndarray) -> bool:
+    """Whether ascending principal moments break ``A + B >= C`` (to a relative 1e-9 of their sum)."""
+    return bool(moments[0] + moments[1] < moments[2] - 1e-9 * moments.sum())
+
+
+def balance_inertia(inertia: np.ndarray) -> np.ndarray:
+    """The inertia tensor repaired the way MuJoCo's ``<compiler balanceinertia="true">`` repairs it.
+
+    A tensor whose principal moments are non-negative but break the triangle inequality ``A + B >= C``
+    (no rigid body of non-negative density has it) becomes ``(A + B + C) / 3`` times the identity: all three
+    moments set to their mean, which keeps the trace (so ``sum_i m r_i^2``, the mass's spread about the
+    centre of mass) and satisfies the inequality. MuJoCo makes the same replacement, in its compiler, for
+    every body whose diagonal inertia breaks the rule. Any other tensor (valid, or with a negative moment,
+    which no repair makes physical) is returned unchanged, as the same object.
+
+    Args:
+        inertia: 3x3 symmetric tensor about the centre of mass.
+
+    Returns:
+        ``inertia`` itself, or the balanced tensor (a new array).
+    """
+    I = np.asarray(inertia, dtype=float)
+    moments = np.linalg.eigvalsh(0.5 * (I + I.T))
+    if moments[0] < 0.0 or not _violates_triangle(moments):
+        return inertia
+    return np.eye(3) * (moments.sum() / 3.0)
+
+
 @dataclass(frozen=True, eq=False)
 class Link:
     """A rigid link.
@@ -166,8 +194,7 @@ class Link:
         eig = np.linalg.eigvalsh(inertia)
         if eig[0] <= 0.0:
             raise ModelError(f"{where}: inertia is not positive definite (eigenvalues {eig.tolist()})")
-        tol = 1e-9 * eig.sum()
-        if eig[0] + eig[1] < eig[2] - tol:
+        if _violates_triangle(eig):
             raise ModelError(
                 f"{where}: inertia violates the triangle inequality: principal moments {eig.tolist()} "
                 f"(each must be at most the sum of the other two)")
@@ -256,6 +283,19 @@ class Joint:
         return out
 
 
+def _force_specs(entries: Iterable[Any], model_name: str) -> tuple[tuple[str, dict[str, Any]], ...]:
+    """``default_forces`` entries (names or ``(name, params)`` pairs) as ``(name, params)`` pairs."""
+    out = []
+    for e in entries:
+        name, params = (e, {}) if isinstance(e, str) else (e if isinstance(e, (tuple, list)) and len(e) == 2
+                                                            else (None, None))
+        if not isinstance(name, str) or not isinstance(params, Mapping):
+            raise ModelError(f"model {model_name!r}: default_forces entries must be force-model names or (name, "
+                             f"params dict) pairs, got {e!r}")
+        out.append((name, dict(params)))
+    return tuple(out)
+
+
 class ArticulatedBody:
     """A validated articulated tree: links, the joints connecting them, gravity.
 
@@ -267,6 +307,12 @@ class ArticulatedBody:
         joints: the joints; each link except the base is the child of exactly one joint.
         gravity: gravitational acceleration in world coordinates (default (0, 0, -9.81)).
         name: a label for messages and caches.
+        default_forces: force models that belong to the model itself, as registered names or ``(name,
+            params)`` pairs: a :class:`~pbframework.simulate.Simulator` adds each one to the forces it is
+            given unless a force model of that name is among them already (so passing your own
+            ``("joint_limits", {...})`` replaces the default). :func:`~pbframework.io.load_urdf` and
+            :func:`~pbframework.io.load_mjcf` add ``joint_limits`` when a joint declares limits. Kept in
+            ``model.default_forces`` as a tuple of ``(name, params)`` pairs.
 
     Raises:
         ModelError: naming the offending link or joint (duplicate names, unknown parent or child, a link
@@ -274,10 +320,12 @@ class ArticulatedBody:
     """
 
     def __init__(self, links: Iterable[Link], joints: Iterable[Joint] = (),
-                 gravity: Sequence[float] = DEFAULT_GRAVITY, name: str = "model") -> None:
+                 gravity: Sequence[float] = DEFAULT_GRAVITY, name: str = "model",
+                 default_forces: Iterable[str | tuple[str, Mapping[str, Any]]] = ()) -> None:
         links = list(links)
         joints = list(joints)
         self.name = str(name)
+        self.default_forces = _force_specs(default_forces, self.name)
         if not links:
             raise ModelError(f"model {self.name!r}: needs at least one link")
         for x in links:

@@ -100,6 +100,8 @@ class Simulator:
         dt: timestep in seconds.
         forces: force models: registered names (``"gravity"``), ``(name, params)`` pairs or
             :class:`~pbframework.forces.ForceModel` instances. Gravity acts only if listed (default: gravity).
+            The model's ``default_forces`` are added unless a force of the same name is listed (a URDF or
+            MJCF model with limited joints carries ``joint_limits``).
         objective: ``"auto"``, ``"energy"`` or ``"residual"`` (:class:`~pbframework.step.Objective`);
             ``"auto"`` picks the residual form when the solver only takes least-squares problems.
         precondition: weight residual objectives by the inverse mass matrix (see
@@ -146,7 +148,7 @@ class Simulator:
         t_start = time.perf_counter()
         self.model = model
         self.config = StepConfig(dt=dt, order=order, objective=objective, fd=fd, precondition=precondition)
-        self.forces = resolve_forces(forces)
+        self.forces = resolve_forces(forces, model)
         integrator_info(integrator)                      # unknown name: lists the available ones
         self.integrator = integrator
         self.solver = None

@@ -494,12 +494,22 @@ def evaluator(problem: StepProblem, p: np.ndarray, mode: str):
 # Shared helpers for integrator plug-ins
 # ======================================================================================================
 
-def resolve_forces(forces: Iterable[Any] | None) -> tuple[ForceModel, ...]:
+def resolve_forces(forces: Iterable[Any] | None, model: ArticulatedBody | None = None) -> tuple[ForceModel, ...]:
     """Turn ``forces`` entries into force-model instances.
 
     Each entry is a registered name (``"gravity"``), a ``(name, params_dict)`` pair or a
-    :class:`~pbframework.forces.ForceModel` (or any object with ``forms`` and the matching methods).
+    :class:`~pbframework.forces.ForceModel` (or any object with ``forms`` and the matching methods). With a
+    ``model``, its ``default_forces`` follow, each unless a force of that name is given (for example the
+    ``joint_limits`` that :func:`~pbframework.io.load_urdf` adds to a model with limited joints).
     """
+    given = _resolve_entries(forces)
+    if model is None:
+        return given
+    names = {getattr(f, "name", None) for f in given}
+    return given + _resolve_entries([spec for spec in model.default_forces if spec[0] not in names])
+
+
+def _resolve_entries(forces: Iterable[Any] | None) -> tuple[ForceModel, ...]:
     from .forces import force_model
 
     if forces is None:

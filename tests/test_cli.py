@@ -91,3 +91,14 @@ def test_console_script():
     assert r.returncode == 2 and r.stderr.strip().startswith("pbf: error: dt must be a positive")
     r = subprocess.run([sys.executable, "-m", "pbframework.cli", "plugins"], capture_output=True, text=True)
     assert r.returncode == 0 and "pbad" in r.stdout
+
+
+def test_balance_inertia_flag_loads_romeo_small(robots_dir, capsys):
+    romeo = robots_dir / "romeo_description/urdf/romeo_small.urdf"
+    args = ["simulate", "--model", str(romeo), "--dt", "0.01", "--duration", "0.02", "--no-progress"]
+    assert main(args) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "'RShoulderYawLink'" in err and "--balance-inertia" in err
+    with pytest.warns(pbf.io.InertiaBalanced, match="'RShoulderYawLink'"):
+        assert main(args + ["--balance-inertia"]) == 0
+    assert "Status: ok." in capsys.readouterr().out

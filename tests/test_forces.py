@@ -24,11 +24,23 @@ FD_STEP = 1e-6
 FD_TOL = 1e-5          # relative: CasADi gradient vs central finite differences
 QUADRATURE_TOL = 1e-10  # relative: analytic drag integral vs Gauss quadrature (exact for quadratics)
 
-BUILTIN_FORCES = ["gravity", "joint_torque", "pd", "stable_pd", "joint_damping", "drag", "penalty_contact"]
+BUILTIN_FORCES = ["gravity", "joint_torque", "pd", "stable_pd", "joint_damping", "drag", "penalty_contact",
+                  "joint_limits"]
 
 
 def _gait(t):
     return 0.3 * ca.sin(2 * ca.pi * t)
+
+
+def _limited_arm() -> pbf.ArticulatedBody:
+    """Two hinges (+-0.3 rad) and a slide ([0, 0.05] m): random states of scale 0.4 lie past the limits."""
+    links = [pbf.Link(f"l{i}", 1.0, com=(0.2, 0, 0), inertia=(0.01, 0.02, 0.02)) for i in range(3)]
+    joints = [pbf.Joint("j0", "revolute", pbf.WORLD, "l0", axis=(0, 0, 1), lower=-0.3, upper=0.3),
+              pbf.Joint("j1", "revolute", "l0", "l1", origin=pbf.transform((0.4, 0, 0)), axis=(0, 1, 0),
+                        lower=-0.3, upper=0.3),
+              pbf.Joint("j2", "prismatic", "l1", "l2", origin=pbf.transform((0.4, 0, 0)), axis=(1, 0, 0),
+                        lower=0.0, upper=0.05)]
+    return pbf.ArticulatedBody(links, joints, name="limited_arm")
 
 
 # name -> (model builder, params): one representative configuration per built-in force model.
@@ -41,6 +53,7 @@ CASES = {
     "joint_damping": (models.spider, {"damping": 0.7, "dofs": ["knee0", "knee1", 8]}),
     "drag": (models.swimmer, {"coefficient": 0.4, "normal_coefficient": 3.0}),
     "penalty_contact": (models.spider, {"stiffness": 2e3, "friction": 5e4}),
+    "joint_limits": (_limited_arm, {"damping": [3.0, 4.0, 5.0], "width": 1e-3}),
 }
 
 
@@ -134,7 +147,7 @@ def test_potential_gradient_matches_finite_differences(name, rng):
     assert np.abs(grad - fd).max() <= FD_TOL * max(1.0, np.abs(grad).max())
 
 
-@pytest.mark.parametrize("name", ["pd", "stable_pd", "penalty_contact", "drag"])
+@pytest.mark.parametrize("name", ["pd", "stable_pd", "penalty_contact", "drag", "joint_limits"])
 def test_generalized_force_velocity_jacobian_matches_finite_differences(name, rng):
     builder, params = CASES[name]
     model = builder()
@@ -434,6 +447,10 @@ def test_contact_needs_contact_points():
     ("penalty_contact", {"offset": True}, "penalty_contact: offset must be a number"),
     ("penalty_contact", {"friction_depth": "later"},
      "penalty_contact: friction_depth must be one of 'current', 'next'"),
+    ("joint_limits", {"stiffness": -1.0}, "joint_limits: stiffness must be >= 0"),
+    ("joint_limits", {"frequency": 0.0}, r"joint_limits: frequency must be > 0, got 0.0"),
+    ("joint_limits", {"damping_ratio": -0.5}, r"joint_limits: damping_ratio must be >= 0"),
+    ("joint_limits", {"width": 0.0}, r"joint_limits: width must be > 0, got 0.0"),
 ])
 def test_invalid_parameters_are_named(name, params, message):
     with pytest.raises(ValueError, match=message):

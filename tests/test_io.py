@@ -21,7 +21,7 @@ import numpy as np
 import pytest
 
 from pbframework import dynamics, kinematics, models
-from pbframework.io import load_mjcf, load_urdf
+from pbframework.io import InertiaBalanced, load_mjcf, load_urdf
 from pbframework.model import WORLD, JointType, ModelError, rpy_to_matrix, transform
 
 DATA = Path(__file__).parent / "data"
@@ -383,11 +383,12 @@ def test_real_robots_load_and_keep_their_mass(robots_dir: Path, rel: str) -> Non
 
 # Genuine files that Link validation rejects (Pinocchio accepts them): the error names the file, the link and
 # the joint moving it. icub: a point mass (zero tensor) on r_hip_1, triangle violations on r_hip_2 and others;
-# romeo_small: a triangle violation; human: massless intermediate links between hinges. If Link validation is
-# relaxed (point masses, triangle inequality), update this list.
+# romeo_small: a triangle violation (loads with balance_inertia=True, below); human: massless intermediate links
+# between hinges. If Link validation is relaxed (point masses, triangle inequality), update this list.
 REJECTED = [
     ("icub_description/robots/icub.urdf", ["link 'r_hip_", "(moved by joint 'r_hip_", "inertia"]),
-    ("romeo_description/urdf/romeo_small.urdf", ["link 'RShoulderYawLink'", "triangle inequality"]),
+    ("romeo_description/urdf/romeo_small.urdf", ["link 'RShoulderYawLink'", "triangle inequality",
+                                                 "balance_inertia=True (pbf simulate --balance-inertia)"]),
     ("human_description/robots/human.urdf", ["link 'left_upperleg_virtual'", "no mass"]),
 ]
 
@@ -400,6 +401,45 @@ def test_real_robots_rejected_with_a_clear_message(robots_dir: Path, rel: str, f
     with pytest.raises(ModelError) as exc:
         load_urdf(path)
     assert_names(exc, path, *fragments)
+
+
+def test_romeo_small_loads_with_balance_inertia_and_names_the_links_it_changed(robots_dir: Path) -> None:
+    path = robots_dir / "romeo_description/urdf/romeo_small.urdf"
+    if not path.exists():
+        pytest.skip("romeo_small.urdf not in this example-robot-data version")
+    with pytest.raises(ModelError) as exc:
+        load_urdf(path)
+    assert "\n" not in str(exc.value) and "balance_inertia=True" in str(exc.value)
+    with pytest.warns(InertiaBalanced) as caught:
+        model = load_urdf(path, balance_inertia=True)
+    msg = str(caught[0].message)
+    assert len(caught) == 1 and str(path) in msg and "2 links" in msg
+    assert "'RShoulderYawLink' (0.000662, 0.000679, 0.00657) -> (0.00264, 0.00264, 0.00264)" in msg
+    assert "'RElbowYawLink' (0.000211, 0.000347, 0.00213) -> (0.000896, 0.000896, 0.000896)" in msg
+    shoulder = model.link("RShoulderYawLink").inertia
+    np.testing.assert_allclose(shoulder, np.eye(3) * (0.0006617815827754761 + 0.0006793632730488165
+                                                      + 0.006565310144175709) / 3, rtol=1e-12)
+    assert model.total_mass == pytest.approx(_urdf_mass(path), rel=1e-12)   # masses as read
+
+
+BAD_INERTIA_MJCF = """<mujoco model="flat"><compiler {compiler}/><worldbody><body name="plate">
+  <joint name="spin" type="hinge" axis="0 0 1"/>
+  <inertial pos="0 0 0" mass="1" diaginertia="0.001 0.002 0.01"/></body></worldbody></mujoco>"""
+
+
+@pytest.mark.parametrize("compiler, option", [('balanceinertia="true"', False), ('angle="radian"', True)])
+def test_mjcf_balanceinertia_from_the_compiler_or_the_option(tmp_path: Path, compiler: str, option: bool) -> None:
+    path = tmp_path / "flat.xml"
+    path.write_text(BAD_INERTIA_MJCF.format(compiler=compiler))
+    with pytest.warns(InertiaBalanced, match=r"1 body .*'plate' \(0.001, 0.002, 0.01\) -> "
+                                             r"\(0.00433, 0.00433, 0.00433\)"):
+        model = load_mjcf(path, balance_inertia=option)
+    np.testing.assert_allclose(model.link("plate").inertia, np.eye(3) * 0.013 / 3, rtol=1e-14)
+    if not option:
+        return
+    with pytest.raises(ModelError, match=r"body 'plate'.*triangle inequality.*balance_inertia=True \(pbf simulate "
+                                         r"--balance-inertia, or <compiler balanceinertia=\"true\">\)"):
+        load_mjcf(path)
 
 
 # ==========================================================================================================

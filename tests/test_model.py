@@ -167,3 +167,23 @@ def test_transform_rpy():
     T = transform((1, 2, 3), (0, 0, np.pi / 2))
     np.testing.assert_allclose(T[:3, :3] @ [1, 0, 0], [0, 1, 0], atol=1e-15)
     np.testing.assert_allclose(T[:3, 3], [1, 2, 3])
+
+
+def test_balance_inertia_is_mujocos_repair():
+    bad = np.diag([0.001, 0.002, 0.01])                       # 0.001 + 0.002 < 0.01
+    fixed = pbf.model.balance_inertia(bad)
+    np.testing.assert_allclose(fixed, np.eye(3) * 0.013 / 3, rtol=1e-14)
+    Link("ok_now", 1.0, inertia=fixed)                        # accepted
+    R = transform(rpy=(0.3, -0.2, 1.1))[:3, :3]               # the same body, rotated: same repair
+    np.testing.assert_allclose(pbf.model.balance_inertia(R @ bad @ R.T), fixed, rtol=1e-12)
+    good, negative = np.diag([0.01, 0.02, 0.025]), np.diag([-0.001, 0.01, 0.02])
+    assert pbf.model.balance_inertia(good) is good            # valid tensors are left alone
+    assert pbf.model.balance_inertia(negative) is negative    # a negative moment is not repaired (MuJoCo: error)
+
+
+def test_default_forces_are_named_pairs():
+    links, joints = [Link("a", 1.0)], []
+    m = ArticulatedBody(links, joints, default_forces=["gravity", ("joint_damping", {"damping": 0.3})])
+    assert m.default_forces == (("gravity", {}), ("joint_damping", {"damping": 0.3}))
+    with pytest.raises(ModelError, match="default_forces entries must be force-model names or"):
+        ArticulatedBody(links, joints, default_forces=[("joint_damping", 0.3)])

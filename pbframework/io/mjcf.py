@@ -5,8 +5,8 @@ The subset read
 - ``<worldbody>`` with nested ``<body>`` elements (``pos`` and one of ``quat`` / ``euler`` / ``axisangle`` /
   ``xyaxes`` / ``zaxis``), ``<frame>`` elements (their pose is composed into the bodies they hold) and
   ``<include file>`` (spliced in, relative to the including file).
-- ``<compiler angle eulerseq autolimits>`` (MuJoCo's defaults: degrees, ``xyz``, ``true``) and
-  ``<option gravity>``.
+- ``<compiler angle eulerseq autolimits balanceinertia>`` (MuJoCo's defaults: degrees, ``xyz``, ``true``,
+  ``false``) and ``<option gravity>``.
 - ``<inertial pos [orientation] mass diaginertia|fullinertia>``. Inertia computed from geoms is **not**
   supported: a body that has geoms but no ``<inertial>`` is an error unless ``<compiler
   inertiafromgeom="false">`` says geoms carry no mass.
@@ -92,7 +92,11 @@ class _Compiler:
                              f"inertia from <inertial> elements only (inertia from geoms is not computed)")
         if attrs.get("coordinate", "local") != "local":
             raise ModelError(f"{src}: <compiler coordinate={attrs['coordinate']!r}> is not supported (use 'local')")
-        for key, off in (("balanceinertia", "false"), ("boundmass", "0"), ("boundinertia", "0")):
+        balance = attrs.get("balanceinertia", "false")
+        if balance not in ("true", "false"):
+            raise ModelError(f"{src}: <compiler balanceinertia={balance!r}>: expected 'true' or 'false'")
+        self.balanceinertia = balance == "true"
+        for key, off in (("boundmass", "0"), ("boundinertia", "0")):
             if key in attrs and attrs[key] not in (off, "0.0"):
                 raise ModelError(f"{src}: <compiler {key}={attrs[key]!r}> is not supported (it changes the "
                                  f"inertia MuJoCo uses; write the bounded values into <inertial>)")
@@ -410,11 +414,16 @@ def _has_joint(el: ET.Element) -> bool:
     return any(x.tag in ("joint", "freejoint") for x in el.iter())
 
 
-def load_mjcf(path: str | os.PathLike) -> ArticulatedBody:
+def load_mjcf(path: str | os.PathLike, *, limits: bool = True, balance_inertia: bool = False) -> ArticulatedBody:
     """Load the kinematic tree of an MJCF (MuJoCo XML) file as an :class:`~pbframework.model.ArticulatedBody`.
 
     Args:
         path: the ``.xml`` file.
+        limits: where a hinge or slide is limited (``range``, with ``limited`` or ``autolimits``), give the
+            model the ``joint_limits`` force in ``model.default_forces``; ``False`` keeps the limits as data only.
+        balance_inertia: set the principal moments of a body that breaks the triangle inequality to their
+            mean, as MuJoCo does; also on where the file says ``<compiler balanceinertia="true">``. The
+            changed bodies are named in an :class:`~pbframework.io.urdf.InertiaBalanced` warning.
 
     Returns:
         The model, named after ``<mujoco model>``, with gravity from ``<option gravity>``. Joint and
@@ -460,5 +469,7 @@ def load_mjcf(path: str | os.PathLike) -> ArticulatedBody:
     el, T, cc = tops[0]
     reader.body(el, WORLD, np.eye(4), T, cc)
     name = root.get("model") or Path(src).stem
-    return _assemble(reader.bodies, reader.edges, src, name, link_word="body", gravity=gravity)
+    return _assemble(reader.bodies, reader.edges, src, name, link_word="body", gravity=gravity, limits=limits,
+                     balance=balance_inertia or comp.balanceinertia,
+                     balance_flag='balance_inertia=True (pbf simulate --balance-inertia, or <compiler balanceinertia="true">)')
 

@@ -29,13 +29,21 @@ because rigidly attached bodies form one rigid body either way (Pinocchio merges
    the world (it is an error if it carries several).
 
 A link left without mass, or with an inertia ``Link`` rejects, is a :class:`~pbframework.model.ModelError`
-naming the file, the link and the joint that moves it. Merged links do not appear in the returned model.
+naming the file, the link and the joint that moves it, unless the only problem is the triangle inequality and
+``balance_inertia=True`` asks for MuJoCo's repair. Merged links do not appear in the returned model.
+
+Joint limits
+------------
+``<limit lower upper>`` of revolute and prismatic joints is kept on the joints (``Joint.lower`` /
+``Joint.upper``), and a model with such a joint carries the ``joint_limits`` force in
+``model.default_forces`` (``limits=False`` leaves it out); see :mod:`pbframework.limits`.
 """
 
 from __future__ import annotations
 
 import errno
 import os
+import warnings
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -43,9 +51,17 @@ from typing import Sequence
 
 import numpy as np
 
-from ..model import DEFAULT_GRAVITY, WORLD, ArticulatedBody, Joint, JointType, Link, ModelError, rpy_to_matrix
+from ..limits import default_forces
+from ..model import (DEFAULT_GRAVITY, WORLD, ArticulatedBody, Joint, JointType, Link, ModelError, balance_inertia,
+                     rpy_to_matrix)
 
-__all__ = ["load_urdf", "ROOT_JOINT", "URDF_JOINT_TYPES"]
+__all__ = ["load_urdf", "InertiaBalanced", "ROOT_JOINT", "URDF_JOINT_TYPES"]
+
+
+class InertiaBalanced(UserWarning):
+    """``balance_inertia=True`` changed the inertia of links; the message names them with their principal
+    moments before and after."""
+
 
 ROOT_JOINT = "root_joint"
 """Name of the floating joint that ``load_urdf(..., floating_base=True)`` adds (Pinocchio's default name)."""
@@ -188,11 +204,16 @@ def _incomplete(b: _Body) -> bool:
 
 def _assemble(bodies: dict[str, _Body], edges: list[_Edge], src: str, name: str, *, link_word: str = "link",
               gravity: Sequence[float] = DEFAULT_GRAVITY,
-              add_hint: str = "give it an <inertial> with positive mass") -> ArticulatedBody:
+              add_hint: str = "give it an <inertial> with positive mass", limits: bool = True,
+              balance: bool = False,
+              balance_flag: str = "balance_inertia=True (pbf simulate --balance-inertia)") -> ArticulatedBody:
     """Merge massless / degenerate bodies (module docstring) and build the validated model.
 
     ``bodies`` and ``edges`` must already form a tree: every body is the child of at most one edge, and
-    exactly one body has no parent edge or hangs from ``WORLD``.
+    exactly one body has no parent edge or hangs from ``WORLD``. ``limits``: give the model the
+    ``joint_limits`` default force where a joint is limited. ``balance``: repair, after merging, the
+    inertia of links that break the triangle inequality (:func:`~pbframework.model.balance_inertia`) and
+    warn naming them; ``balance_flag`` is how the error for such a link says to ask for that.
     """
     children: dict[str, list[_Edge]] = {}
     parent_edge: dict[str, _Edge] = {}
@@ -272,8 +293,13 @@ def _assemble(bodies: dict[str, _Body], edges: list[_Edge], src: str, name: str,
     # 4. build the validated model.
     order = topo()
     links: list[Link] = []
+    balanced: list[str] = []
     for bname in order:
         b = bodies[bname]
+        repaired = balance_inertia(b.inertia) if b.mass > 0.0 else b.inertia
+        if balance and repaired is not b.inertia:
+            balanced.append(f"{bname!r} {_moments(b.inertia)} -> {_moments(repaired)}")
+            b.inertia = repaired
         problem = _link_problem(b)
         if problem is not None:
             e = parent_edge.get(bname)
@@ -282,8 +308,15 @@ def _assemble(bodies: dict[str, _Body], edges: list[_Edge], src: str, name: str,
                 raise ModelError(f"{src}: {link_word} {bname!r}{moved} has no mass (no inertial, or mass 0) "
                                  f"and no rigidly attached {link_word} with mass: {add_hint}")
             reason = problem.split(": ", 1)[1] if problem.startswith(f"link {bname!r}: ") else problem
-            raise ModelError(f"{src}: {link_word} {bname!r}{moved}: {reason}; correct its inertial")
+            fix = (f"; correct its inertial, or load with {balance_flag} to set its principal moments to their "
+                   f"mean as MuJoCo's balanceinertia does") if repaired is not b.inertia else "; correct its inertial"
+            raise ModelError(f"{src}: {link_word} {bname!r}{moved}: {reason}{fix}")
         links.append(Link(bname, b.mass, com=b.com, inertia=b.inertia))
+    if balanced:
+        noun = link_word if len(balanced) == 1 else {"body": "bodies"}.get(link_word, f"{link_word}s")
+        warnings.warn(f"{src}: balanced the inertia of {len(balanced)} {noun} "
+                      f"that broke the triangle inequality (principal moments set to their mean, as MuJoCo's "
+                      f"balanceinertia does): {'; '.join(balanced)}", InertiaBalanced, stacklevel=3)
     joints: list[Joint] = []
     for bname in order:
         e = parent_edge.get(bname)
@@ -295,9 +328,15 @@ def _assemble(bodies: dict[str, _Body], edges: list[_Edge], src: str, name: str,
         except ModelError as exc:
             raise ModelError(f"{src}: {exc}") from None
     try:
-        return ArticulatedBody(links, joints, gravity=gravity, name=name)
+        return ArticulatedBody(links, joints, gravity=gravity, name=name,
+                               default_forces=default_forces(joints, limits))
     except ModelError as exc:
         raise ModelError(f"{src}: {exc}") from None
+
+
+def _moments(inertia: np.ndarray) -> str:
+    """Principal moments, ascending, for a message: ``(0.000662, 0.000679, 0.00657)``."""
+    return "(" + ", ".join(f"{m:.3g}" for m in np.linalg.eigvalsh(inertia)) + ")"
 
 
 # -- URDF ------------------------------------------------------------------------------------------------
@@ -372,7 +411,8 @@ def _urdf_edge(j: ET.Element, src: str, index: int) -> _Edge:
                  velocity)
 
 
-def load_urdf(path: str | os.PathLike, floating_base: bool = False) -> ArticulatedBody:
+def load_urdf(path: str | os.PathLike, floating_base: bool = False, *, limits: bool = True,
+              balance_inertia: bool = False) -> ArticulatedBody:
     """Load a URDF file as an :class:`~pbframework.model.ArticulatedBody`.
 
     Args:
@@ -383,6 +423,15 @@ def load_urdf(path: str | os.PathLike, floating_base: bool = False) -> Articulat
             ``world`` link through a fixed joint, that joint is replaced by the floating one (its origin is
             dropped, so the coordinates are the root link's world pose; Pinocchio instead floats the world
             link, which differs from this by that joint's origin when it is not the identity).
+        limits: where a revolute or prismatic joint has a ``<limit>``, give the model the ``joint_limits``
+            force (default parameters) in ``model.default_forces``, so every Simulator of it holds the joints
+            inside their limits. ``False``: the limits stay on the joints as data, and nothing enforces them.
+        balance_inertia: repair a link whose inertia breaks the triangle inequality (``A + B >= C`` for its
+            principal moments) the way MuJoCo's ``<compiler balanceinertia="true">`` does: its principal
+            moments are set to their mean (:func:`~pbframework.model.balance_inertia`). Done after merging
+            (so a link welded to another is merged first, exactly), with an :class:`InertiaBalanced` warning
+            naming every changed link with its principal moments before and after. ``False`` (default):
+            such a link is an error that mentions this option.
 
     Returns:
         The model, named after the robot; 1-DOF coordinates are named after the URDF joints, so they match
@@ -471,4 +520,4 @@ def load_urdf(path: str | os.PathLike, floating_base: bool = False) -> Articulat
                                  f"has a joint of that name")
             edges.insert(0, _Edge(ROOT_JOINT, JointType.FLOATING, WORLD, root_link, np.eye(4)))
     name = root.get("name") or Path(src).stem
-    return _assemble(bodies, edges, src, name)
+    return _assemble(bodies, edges, src, name, limits=limits, balance=balance_inertia)

@@ -1,0 +1,197 @@
+"""Joint limits: a smooth one-sided spring and damper holding revolute and prismatic joints inside their
+declared position limits (``Joint.lower`` / ``Joint.upper``, from URDF ``<limit>`` or MJCF ``range``).
+
+For a coordinate ``q`` with limits ``[lo, hi]`` the penetrations ``d = q - hi`` and ``d = lo - q`` enter
+through the smooth positive part and its derivative, the smooth step,
+
+    p(d) = (d + sqrt(d^2 + w^2)) / 2,        s(d) = p'(d) = (1 + d / sqrt(d^2 + w^2)) / 2,
+
+``p`` being ``d`` beyond the limit, ``w/2`` on it and ``w^2 / (4 |d|)`` inside (the spring's pull a distance
+``|d|`` inside is ``k w^4 / (16 |d|^3)``: 6e-12 k at 0.01 rad with the default width), and infinitely differentiable,
+so Newton-type solvers, exact derivatives and generated code see a smooth problem. Over a side with an
+infinite limit nothing acts. The forms, with stiffness ``k`` and damping ``b`` per coordinate:
+
+* ``energy``, a spring (conservative): ``V(q) = k/2 sum_sides p(d)^2``;
+* potential (PBAD, seed 000 Eq. 5): ``Q = V(q_{k+1}) + b / (2 dt) sum_sides s(d(q_k)) (q_{k+1} - q_k)^2``,
+  whose gradient in ``q_{k+1}`` is the spring at the end of the step plus the damper at the backward-Euler
+  velocity (implicit, as ``joint_damping``), switched on by where the step starts;
+* generalised force: ``-dV/dq - b sum_sides s(d(q)) qd``.
+
+The damper only takes energy out and the spring only stores it, so ``energy_input`` is ``False``.
+
+By default ``k`` and ``b`` scale with each joint's effective inertia (see :class:`JointLimits`). The
+defaults (:data:`FREQUENCY`, :data:`DAMPING_RATIO`, :data:`WIDTH`) were chosen on the panda of
+example-robot-data under gravity, from its zero configuration clipped into the limits, for 2 s
+(``pbf simulate --model panda.urdf --integrator pbad --order 2 --dt 0.01 --duration 2``). Worst excess
+measured at PBAD order 2, dt = 0.01 s: 0.0048 rad / 0.70 mm at omega = 400 rad/s, 0.0031 rad / 0.33 mm at
+600 (the default), 0.0018 rad / 0.19 mm at 800, with 3 to 4 solver iterations per step on average; RK4 at
+1 ms stays stable at 600 and 800, at 4 ms only at 400. Finer steps let the arm move faster into its
+limits: at dt = 0.002 s (PBAD) or 1 ms (RK4) the default lets a joint pass by up to 0.03 rad.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import casadi as ca
+import numpy as np
+
+from pbframework.dynamics import crba
+from pbframework.forces import ForceForm, ForceModel
+from pbframework.hookspecs import PluginInfo, hookimpl
+from pbframework.limits import LimitedCoordinate, clip_to_limits, limited_coordinates
+from pbframework.model import ArticulatedBody
+
+from ._common import DofSpec, cached_function, check_dof_spec, finite_number, fit_length, gain_vector, resolve_dofs
+
+
+def effective_inertia(model: ArticulatedBody) -> np.ndarray:
+    """Per coordinate, ``1 / (M^-1)_jj`` of the mass matrix at the zero configuration clipped into the
+    limits: the inertia coordinate ``j`` meets with every other joint free (kg m^2 or kg)."""
+    M = np.array(crba(model)(clip_to_limits(model, np.zeros(model.nq))))
+    return 1.0 / np.diag(np.linalg.inv(M))
+
+FREQUENCY = 600.0
+"""Default natural frequency ``omega`` (rad/s) of a joint against its limit spring."""
+
+DAMPING_RATIO = 1.0
+"""Default damping ratio ``zeta`` of the damper past a limit (1: critical)."""
+
+WIDTH = 1e-4
+"""Default width ``w`` of the smooth onset (rad or m)."""
+
+
+def _plus(d, w):
+    """The smooth positive part ``p(d)``."""
+    return 0.5 * (d + ca.sqrt(d * d + w * w))
+
+
+def _step(d, w):
+    """The smooth step ``s(d) = p'(d)``."""
+    return 0.5 * (1.0 + d / ca.sqrt(d * d + w * w))
+
+
+class JointLimits(ForceModel):
+    """A smooth one-sided spring and damper at the position limits of revolute and prismatic joints.
+
+    By default each joint's spring and damper are scaled by its effective inertia ``m`` (``1 / (M^-1)_jj``
+    of the mass matrix at the zero configuration clipped into the limits: the inertia the joint meets
+    with every other joint free), so every joint meets its limit with the same natural frequency
+    ``omega`` and damping ratio ``zeta`` -- as MuJoCo's ``solref`` (time constant, damping ratio) makes
+    its limits. A light wrist gets a soft spring and a heavy shoulder a stiff one, and an explicit
+    integrator stays stable against the limits up to about ``dt = 2 / omega`` (3 ms at the default).
+
+    Args:
+        stiffness: spring constant ``k`` >= 0 past a limit (N m / rad, or N / m on prismatic joints); a scalar
+            or one value per limited coordinate. Default ``None``: ``k = omega^2 m`` per joint.
+        damping: damping ``b`` >= 0 past a limit (N m s / rad, or N s / m); a scalar or one per coordinate.
+            Default ``None``: ``b = 2 zeta omega m`` per joint.
+        frequency: ``omega`` (rad/s, > 0) of the default stiffness and damping.
+        damping_ratio: ``zeta`` (>= 0) of the default damping.
+        width: width ``w`` > 0 of the smooth onset (rad or m; see the module docstring).
+        dofs: the limited coordinates to act on (coordinate names, joint names or indices); ``None`` = every
+            revolute or prismatic coordinate with a finite limit.
+    """
+
+    name = "joint_limits"
+    forms = frozenset({ForceForm.POTENTIAL, ForceForm.GENERALIZED_FORCE})
+    energy_input = False
+
+    def __init__(self, stiffness: Any = None, damping: Any = None, frequency: float = FREQUENCY,
+                 damping_ratio: float = DAMPING_RATIO, width: float = WIDTH, *, dofs: DofSpec = None) -> None:
+        self.stiffness = None if stiffness is None else gain_vector(self.name, "stiffness", stiffness)
+        self.damping = None if damping is None else gain_vector(self.name, "damping", damping)
+        self.frequency = finite_number(self.name, "frequency", frequency, minimum=0.0, strict=True)
+        self.damping_ratio = finite_number(self.name, "damping_ratio", damping_ratio, minimum=0.0)
+        self.width = finite_number(self.name, "width", width, minimum=0.0, strict=True)
+        self.dofs = check_dof_spec(self.name, dofs)
+
+    def params(self) -> dict[str, Any]:
+        return {"stiffness": None if self.stiffness is None else self.stiffness.tolist(),
+                "damping": None if self.damping is None else self.damping.tolist(), "frequency": self.frequency,
+                "damping_ratio": self.damping_ratio, "width": self.width,
+                "dofs": None if self.dofs is None else list(self.dofs)}
+
+    # -- model-dependent set-up -------------------------------------------------------------------------
+    def coordinates(self, model: ArticulatedBody) -> list[LimitedCoordinate]:
+        """The limited coordinates this force acts on (validated against ``model``)."""
+        limited = {c.index: c for c in limited_coordinates(model)}
+        if not limited:
+            raise ValueError(f"{self.name}: model {model.name!r} has no joint with position limits (joint_limits "
+                             f"acts on revolute and prismatic joints with a URDF <limit> or an MJCF range)")
+        if self.dofs is None:
+            coords = list(limited.values())
+        else:
+            idx = resolve_dofs(self.name, model, self.dofs)
+            free = [model.dof_names[i] for i in idx if i not in limited]
+            if free:
+                raise ValueError(f"{self.name}: coordinates {', '.join(free)} of model {model.name!r} have no "
+                                 f"position limits (limited: {', '.join(c.name for c in limited.values())})")
+            coords = [limited[i] for i in idx]
+        names = [c.name for c in coords]
+        for label, given in (("stiffness", self.stiffness), ("damping", self.damping)):
+            if given is not None:
+                fit_length(self.name, label, given, len(coords), names)
+        return coords
+
+    def gains(self, model: ArticulatedBody) -> tuple[list[LimitedCoordinate], np.ndarray, np.ndarray]:
+        """The coordinates with their stiffness and damping (the defaults computed from ``model``)."""
+        def build():
+            coords = self.coordinates(model)
+            names = [c.name for c in coords]
+            m = effective_inertia(model)[[c.index for c in coords]]
+            k = (self.frequency ** 2 * m if self.stiffness is None
+                 else fit_length(self.name, "stiffness", self.stiffness, len(coords), names))
+            b = (2.0 * self.damping_ratio * self.frequency * m if self.damping is None
+                 else fit_length(self.name, "damping", self.damping, len(coords), names))
+            return coords, k, b
+
+        return cached_function(model, self, "gains", build)
+
+    def _sides(self, model: ArticulatedBody, q) -> list[tuple[int, Any, float, float]]:
+        """``(index, penetration d(q), k, b)`` for every finite limit this force holds."""
+        coords, k, b = self.gains(model)
+        out = []
+        for c, kc, bc in zip(coords, k, b):
+            if c.upper < float("inf"):
+                out.append((c.index, q[c.index] - c.upper, float(kc), float(bc)))
+            if c.lower > float("-inf"):
+                out.append((c.index, c.lower - q[c.index], float(kc), float(bc)))
+        return out
+
+    def _spring(self, model: ArticulatedBody, q):
+        return sum((0.5 * k * _plus(d, self.width) ** 2 for _, d, k, _ in self._sides(model, q)), ca.SX(0))
+
+    # -- forms --------------------------------------------------------------------------------------------
+    def energy(self, model, q):
+        def build() -> ca.Function:
+            qs = ca.SX.sym("q", model.nq)
+            return ca.Function("joint_limits_V", [qs], [self._spring(model, qs)], ["q"], ["V"])
+
+        return cached_function(model, self, "V", build)(q)
+
+    def potential(self, model, q_next, q_cur, q_prev, dt, t):
+        def build() -> ca.Function:
+            qn, qc, h = ca.SX.sym("q_next", model.nq), ca.SX.sym("q_cur", model.nq), ca.SX.sym("dt")
+            Q = self._spring(model, qn)
+            for i, d, _, b in self._sides(model, qc):
+                Q = Q + b * _step(d, self.width) * (qn[i] - qc[i]) ** 2 / (2 * h)
+            return ca.Function("joint_limits_Q", [qn, qc, h], [Q], ["q_next", "q_cur", "dt"], ["Q"])
+
+        return cached_function(model, self, "Q", build)(q_next, q_cur, dt)
+
+    def generalized_force(self, model, q, qd, t):
+        def build() -> ca.Function:
+            qs, qds = ca.SX.sym("q", model.nq), ca.SX.sym("qd", model.nq)
+            f = -ca.gradient(self._spring(model, qs), qs)
+            for i, d, _, b in self._sides(model, qs):
+                f[i] = f[i] - b * _step(d, self.width) * qds[i]
+            return ca.Function("joint_limits_f", [qs, qds], [f], ["q", "qd"], ["f"])
+
+        return cached_function(model, self, "f", build)(q, qd)
+
+
+@hookimpl
+def pbf_force_models():
+    return [PluginInfo("joint_limits", "smooth one-sided spring and damper at revolute / prismatic joint limits",
+                       JointLimits)]
