@@ -19,6 +19,7 @@ way and carry the verdict.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import warnings
 from pathlib import Path
@@ -89,8 +90,9 @@ def _parser() -> argparse.ArgumentParser:
     sub.add_parser("plugins", help="list every registered plug-in with its family and description")
     cp = sub.add_parser("cache", help="the build cache of generated C libraries: info or clear",
                         description="Inspect or empty the cache of compiled step libraries ($PBF_CACHE_DIR, "
-                                    "else ~/.cache/pbframework).")
-    cp.add_argument("action", choices=("info", "clear"), help="info: location, entries, size; clear: remove all")
+                                    "else the platform's user cache folder).")
+    cp.add_argument("action", choices=("info", "clear"),
+                    help="info: location, entries, size, the compiler each was built with; clear: remove all")
     return ap
 
 
@@ -186,19 +188,23 @@ def _plugins() -> int:
 
 
 def _cache(args) -> int:
-    from .codegen.build import cache_clear, cache_entries, cache_info
+    from .codegen.build import CACHE_ENV, cache_clear, cache_entries, cache_info
 
     if args.action == "clear":
         n = cache_clear()
         print(f"Removed {n} cached librar{'y' if n == 1 else 'ies'}.")
         return 0
     info = cache_info()
-    print(f"Cache: {info['path']}")
+    where = f"${CACHE_ENV}" if os.environ.get(CACHE_ENV) else "the platform's user cache folder"
+    print(f"Cache: {info['path']} ({where})")
     print(f"  {info['entries']} libraries, {info['bytes'] / 1e6:.1f} MB, {info['invalid']} invalid (rebuilt on "
           f"next use); {info['compile_seconds']:.1f} s of compiling saved on each reuse")
+    for compiler, n in sorted(info["compilers"].items()):
+        print(f"  built with {compiler}: {n}")
     for e in cache_entries():
+        flags = " ".join(f for f in e.flags if f not in ("-fPIC", "-shared"))
         print(f"  {e.path.name}  {e.bytes / 1e6:6.1f} MB  compiled in {e.compile_seconds:6.1f} s"
-              + ("" if e.valid else "  INVALID"))
+              + (f"  {e.compiler} {flags}" if e.valid else "  INVALID"))
     return 0
 
 
