@@ -21,6 +21,14 @@ STAT_FIELDS = ("iterations", "grad_norm", "converged", "halvings", "evaluations"
 """Per-step statistics kept in :attr:`Trajectory.stats` (one entry per step)."""
 
 
+def plot_formats() -> tuple[str, ...]:
+    """File extensions the ``plot_energy`` methods write (matplotlib's ``savefig`` formats: ``.png``, ``.pdf``,
+    ``.svg``, ...)."""
+    from matplotlib.backend_bases import FigureCanvasBase
+
+    return tuple(f".{ext}" for ext in sorted(FigureCanvasBase.get_supported_filetypes()))
+
+
 @dataclass
 class Trajectory:
     """A rollout.
