@@ -1,10 +1,10 @@
 """Build, cache and load emitted C (:mod:`pbframework.codegen.emit`).
 
 * :func:`build_shared` compiles a :class:`~pbframework.codegen.emit.CSource` into a shared library with the
-  system C compiler (``gcc``, ``-O1`` by default) and caches it under ``$PBF_CACHE_DIR`` or
-  ``~/.cache/pbframework`` (``$XDG_CACHE_HOME/pbframework`` when set), keyed by the sha256 of the source,
+  system C compiler (``gcc``, ``-O1`` by default) and caches it under :func:`cache_dir` (``$PBF_CACHE_DIR``,
+  else the platform's user cache folder, :func:`default_cache_dir`), keyed by the sha256 of the source,
   the compiler's version and the flags. An entry is a directory holding the library and ``meta.json``
-  (the library's size and sha256); it is built in a private temporary directory and moved into place with
+  (the library's size and sha256, the compiler and flags it was built with); it is built in a private temporary directory and moved into place with
   one atomic ``rename``, so two processes building the same entry at once are safe (the loser discards its
   copy). An entry whose library is missing, truncated or altered (size or hash mismatch) or fails to load
   is discarded and rebuilt.
@@ -33,8 +33,8 @@ import numpy as np
 
 from .emit import CSource
 
-__all__ = ["BuildError", "Library", "build_shared", "cache_dir", "compiler_version", "load_function",
-           "BatchRunner"]
+__all__ = ["BuildError", "Library", "build_shared", "cache_dir", "default_cache_dir", "compiler_version",
+           "load_function", "BatchRunner"]
 
 DEFAULT_OPT = "-O1"
 
@@ -43,14 +43,23 @@ class BuildError(RuntimeError):
     """The C compiler failed or is missing; the message holds the command and the compiler's output."""
 
 
+CACHE_ENV = "PBF_CACHE_DIR"
+"""The environment variable that overrides :func:`default_cache_dir`."""
+
+
+def default_cache_dir() -> Path:
+    """The platform's user cache folder for pbframework (``platformdirs.user_cache_dir``): on Linux
+    ``$XDG_CACHE_HOME/pbframework`` or ``~/.cache/pbframework``, on macOS ``~/Library/Caches/pbframework``, on
+    Windows ``%LOCALAPPDATA%\\pbframework\\Cache``."""
+    from platformdirs import user_cache_dir
+
+    return Path(user_cache_dir("pbframework", appauthor=False))
+
+
 def cache_dir() -> Path:
-    """Where built libraries are cached: ``$PBF_CACHE_DIR``, else ``$XDG_CACHE_HOME/pbframework``, else
-    ``~/.cache/pbframework``."""
-    env = os.environ.get("PBF_CACHE_DIR")
-    if env:
-        return Path(env)
-    xdg = os.environ.get("XDG_CACHE_HOME")
-    return (Path(xdg) if xdg else Path.home() / ".cache") / "pbframework"
+    """Where built libraries are cached: ``$PBF_CACHE_DIR``, else :func:`default_cache_dir`."""
+    env = os.environ.get(CACHE_ENV)
+    return Path(env) if env else default_cache_dir()
 
 
 _CC_VERSION: dict[str, str] = {}
@@ -98,16 +107,22 @@ def _sha256_file(path: Path) -> str:
     return h.hexdigest()
 
 
-def _entry_ok(entry: Path, libname: str) -> float | None:
-    """The recorded compile time of a valid entry, None if the entry is missing, truncated or altered."""
+def _entry_meta(entry: Path, libname: str) -> dict | None:
+    """The ``meta.json`` of a valid entry, None if the entry is missing, truncated or altered."""
     lib, meta = entry / libname, entry / "meta.json"
     try:
         info = json.loads(meta.read_text())
         if lib.stat().st_size == info["size"] and _sha256_file(lib) == info["sha256"]:
-            return float(info.get("compile_seconds", 0.0))
+            return info
     except (OSError, ValueError, KeyError, TypeError):
         pass
     return None
+
+
+def _entry_ok(entry: Path, libname: str) -> float | None:
+    """The recorded compile time of a valid entry, None if the entry is missing, truncated or altered."""
+    info = _entry_meta(entry, libname)
+    return None if info is None else float(info.get("compile_seconds", 0.0))
 
 
 def _discard(entry: Path) -> None:
@@ -290,13 +305,16 @@ class BatchRunner:
 
 @dataclass(frozen=True)
 class CacheEntry:
-    """One cached library: its directory, unit name, size on disk, validity and recorded compile time."""
+    """One cached library: its directory, unit name, size on disk, validity, recorded compile time, and the
+    compiler (first line of ``cc --version``) and flags it was built with (empty for an invalid entry)."""
 
     path: Path
     name: str
     bytes: int
     valid: bool
     compile_seconds: float
+    compiler: str = ""
+    flags: tuple[str, ...] = ()
 
 
 def cache_entries(cache: Path | str | None = None) -> list[CacheEntry]:
@@ -310,18 +328,24 @@ def cache_entries(cache: Path | str | None = None) -> list[CacheEntry]:
             continue
         name = entry.name.rsplit("-", 1)[0]
         size = sum(f.stat().st_size for f in entry.iterdir() if f.is_file())
-        recorded = _entry_ok(entry, f"lib{name}.so")
-        out.append(CacheEntry(entry, name, size, recorded is not None, recorded or 0.0))
+        meta = _entry_meta(entry, f"lib{name}.so") or {}
+        out.append(CacheEntry(entry, name, size, bool(meta), float(meta.get("compile_seconds", 0.0)),
+                              str(meta.get("compiler", "")), tuple(meta.get("flags", ()))))
     return out
 
 
 def cache_info(cache: Path | str | None = None) -> dict:
-    """``{"path", "entries", "bytes", "invalid", "compile_seconds"}`` of the cache (compile_seconds: the
-    recorded compile time the valid entries saved on each reuse)."""
+    """``{"path", "entries", "bytes", "invalid", "compile_seconds", "compilers"}`` of the cache
+    (compile_seconds: the recorded compile time the valid entries saved on each reuse; compilers: the number
+    of valid entries built by each compiler)."""
     entries = cache_entries(cache)
+    compilers: dict[str, int] = {}
+    for e in entries:
+        if e.valid:
+            compilers[e.compiler or "unknown"] = compilers.get(e.compiler or "unknown", 0) + 1
     return {"path": str(Path(cache) if cache is not None else cache_dir()), "entries": len(entries),
             "bytes": sum(e.bytes for e in entries), "invalid": sum(not e.valid for e in entries),
-            "compile_seconds": sum(e.compile_seconds for e in entries if e.valid)}
+            "compile_seconds": sum(e.compile_seconds for e in entries if e.valid), "compilers": compilers}
 
 
 def cache_clear(cache: Path | str | None = None) -> int:

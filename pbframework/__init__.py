@@ -10,7 +10,8 @@ from .forces import ForceForm, ForceModel, force_model
 from .hookspecs import PluginInfo, hookimpl
 from .io import load_mjcf, load_urdf
 from .model import WORLD, ArticulatedBody, Joint, JointType, Link, ModelError, transform
-from .registry import PluginError, UnknownPluginError, available, get_plugin, register, registry
+from .registry import (PluginError, PluginParameterError, UnknownPluginError, available, get_plugin, register,
+                       registry)
 from .result import BatchTrajectory, Trajectory
 from .simulate import FailurePolicy, Simulator, StepFailure
 from .step import Objective, ProblemKind, SolveResult, StepConfig, StepError, StepProblem, build_step
@@ -22,7 +23,7 @@ __all__ = [
     "models", "kinematics", "inertia", "dynamics",
     "load_urdf", "load_mjcf",
     "ForceForm", "ForceModel", "force_model",
-    "PluginInfo", "hookimpl", "PluginError", "UnknownPluginError",
+    "PluginInfo", "hookimpl", "PluginError", "PluginParameterError", "UnknownPluginError",
     "registry", "get_plugin", "available", "register",
     "Simulator", "Trajectory", "BatchTrajectory", "FailurePolicy", "StepFailure",
     "StepConfig", "StepProblem", "StepError", "ProblemKind", "Objective", "SolveResult", "build_step",

@@ -4,31 +4,82 @@
 
     pbf simulate chain --links 10 --integrator pbad --order 3 --dt 0.05 --duration 10 \\
         --out traj.npz --plot energy.png
-    pbf simulate --model robot.urdf --integrator rk4 --dt 0.001 --duration 2
+    pbf simulate chain --links 3 --force gravity --force joint_damping:damping=0.1 --q0 q0.npy
+    pbf simulate chain --param length=0.5,mass=2 --force gravity --force "pd:kp=100,kd=5,dofs=[joint0:ry]"
+    pbf simulate --model robot.urdf --integrator rk4 --dt 0.001 --duration 2 --qd0=0.1,0,0,0,0,0,0
     pbf simulate chain --links 40 --order 3 --dt 0.05 --duration 10 --backend c
     pbf plugins
     pbf cache info
     pbf cache clear
 
-Errors in the user's input (unknown plug-in, bad dt, missing file, ...) print one line
-``pbf: error: ...`` and exit with status 2. ``pbf simulate`` exits with the run's verdict
-(:data:`EXIT_CODES`): 0 ok, 1 diverged, 3 unconverged; the trajectory file and plot are written either
-way and carry the verdict.
+What Python takes, the command takes:
+
+* ``--force NAME[:KEY=VALUE,...]`` (repeatable; default ``gravity``, ``none`` for no forces) is
+  ``forces=[(NAME, {KEY: VALUE})]``. A VALUE is a Python literal (``0.1``, ``True``, ``None``, ``'text'``,
+  ``[1, 2]``); a bare word is a string and ``[a,b]`` a list of them (``dofs=[joint0:ry,joint1:ry]``).
+* ``--param KEY=VALUE[,...]`` (repeatable): a parameter of the built-in model's builder in
+  :mod:`pbframework.models` (``chain``: ``joint``, ``length``, ``radius``, ``mass``, ``axis``, ``floating``,
+  ``gravity``, ``contact_points``; ``swimmer``; ``spider``; ``box``: ``size``, ``mass``); ``--links`` is
+  the builder's ``n`` (chain) or ``n_links`` (swimmer).
+* ``--q0`` / ``--qd0``: the initial configuration and velocity, each ``nq`` numbers (the model's
+  coordinates, ``model.dof_names``) as a comma list or a ``.npy`` file. Defaults: the built-in model's
+  benchmark pose (``chain_q0``, ``spider_q0``, the box on the ground) or zeros, at rest. A list that
+  starts with a minus sign is written ``--q0=-0.1,0.2``.
+
+A misspelt or missing parameter is one line naming the force model or builder and listing the parameters
+it accepts with their defaults (:class:`~pbframework.registry.PluginParameterError` in Python). Every
+option, plug-in name, force parameter, ``.npy`` file and output path (``--out`` a ``.npz`` in a writable
+folder, ``--plot`` an image format matplotlib writes) is checked before the model is built, the lengths of
+``--q0`` / ``--qd0`` right after, so a bad one costs no time.
+
+Errors in the user's input print one line ``pbf: error: ...`` and exit with status 2. ``pbf simulate``
+exits with the run's verdict (:data:`EXIT_CODES`): 0 ok, 1 diverged, 3 unconverged; the trajectory file and
+plot are written either way and carry the verdict. In a pipe the command behaves as Unix tools do: a reader
+that stops early (``pbf cache info | head -1``) ends it quietly with status 141 (128 + SIGPIPE, what a
+shell reports for a process that signal ended), and the progress bar, on stderr, shows only where stderr is
+a terminal.
 """
 
 from __future__ import annotations
 
 import argparse
+import ast
+import os
 import sys
 import warnings
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
-MODELS = ("chain", "swimmer", "spider", "box")
+from . import models
+from .model import ArticulatedBody
+
+
+def _box_q0(model: ArticulatedBody) -> np.ndarray:
+    """The box resting on the ground z = 0 (its lowest corner on it)."""
+    q0 = np.zeros(model.nq)
+    q0[2] = -float(np.min(model.links[0].contact_points[:, 2]))
+    return q0
+
+
+BUILDERS: dict[str, tuple[Callable[..., ArticulatedBody], Callable[[ArticulatedBody], np.ndarray] | None,
+                          str | None]] = {
+    "chain": (models.chain, models.chain_q0, "n"),
+    "swimmer": (models.swimmer, None, "n_links"),
+    "spider": (models.spider, models.spider_q0, None),
+    "box": (models.box, _box_q0, None),
+}
+"""Built-in model -> (builder, its initial configuration or None for zeros, the parameter ``--links`` sets)."""
+MODELS = tuple(BUILDERS)
+LINKS_DEFAULT = {"chain": 10}
+"""``--links`` where not given (CHAIN-10; the swimmer's builder default is SWIMMER's 4 links)."""
 EXIT_CODES = {"ok": 0, "diverged": 1, "usage": 2, "unconverged": 3}
 """Exit status of ``pbf simulate`` by the run's status (``usage``: bad input, nothing was run)."""
+EXIT_BROKEN_PIPE = 141
+"""Exit status when the reader of standard output went away (128 + SIGPIPE, as a shell reports it)."""
+TRAJECTORY_FORMATS = (".npz",)
+"""Extensions ``--out`` accepts (:meth:`~pbframework.result.Trajectory.save`)."""
 EPILOG = ("exit status: 0 the run ended ok; 1 it diverged (a state not finite, a speed above max_speed, or energy "
           "above its start by more than --energy-limit); 2 bad input (nothing run); 3 a step did not converge "
           "after its halvings (--on-failure stop ends the run there, continue goes on). The saved trajectory and "
@@ -66,8 +117,17 @@ def _parser() -> argparse.ArgumentParser:
     sp.add_argument("--fd", default="aba", help="forward-dynamics plug-in (default aba)")
     sp.add_argument("--dt", type=float, default=0.01, help="timestep in seconds (default 0.01)")
     sp.add_argument("--duration", type=float, default=1.0, help="simulated seconds (default 1)")
-    sp.add_argument("--force", action="append", metavar="NAME", dest="forces",
-                    help="force model (repeatable; default: gravity; 'none' for no forces)")
+    sp.add_argument("--force", action="append", metavar="NAME[:KEY=VALUE,...]", dest="forces",
+                    help="force model with its parameters, e.g. pd:kp=100,kd=5 (repeatable; default: gravity; "
+                         "'none' for no forces; a misspelt parameter lists the accepted ones)")
+    sp.add_argument("--param", action="append", metavar="KEY=VALUE[,...]", dest="params",
+                    help="parameter of the built-in model's builder, e.g. length=0.5,mass=2 or joint=revolute "
+                         "(repeatable; see pbframework.models)")
+    sp.add_argument("--q0", metavar="VALUES|FILE.npy",
+                    help="initial configuration: nq comma-separated numbers or a .npy file (default: the "
+                         "built-in model's benchmark pose, else zeros); --q0=-0.1,... for a leading minus")
+    sp.add_argument("--qd0", metavar="VALUES|FILE.npy",
+                    help="initial velocity, nq numbers as for --q0 (default: at rest)")
     sp.add_argument("--max-iter", type=int, default=None, help="solver iteration limit per step")
     sp.add_argument("--on-failure", default="stop", choices=("stop", "continue"),
                     help="a step unconverged after its halvings: stop the run there (default) or keep it and go on")
@@ -87,65 +147,207 @@ def _parser() -> argparse.ArgumentParser:
                     help="where the solver loop runs: casadi (default, CasADi VM) or c (generated C, compiled "
                          "once per model and cached)")
     sp.add_argument("--out", metavar="FILE.npz", help="save the trajectory (t, q, qd, energy, stats, ...)")
-    sp.add_argument("--plot", metavar="FILE.png", help="plot energy against time")
-    sp.add_argument("--no-progress", action="store_true", help="no progress bar")
+    sp.add_argument("--plot", metavar="FILE.png", help="plot energy against time (.png, .pdf, .svg, ...)")
+    sp.add_argument("--no-progress", action="store_true",
+                    help="no progress bar (it shows on stderr only where stderr is a terminal)")
     sub.add_parser("plugins", help="list every registered plug-in with its family and description")
     cp = sub.add_parser("cache", help="the build cache of generated C libraries: info or clear",
                         description="Inspect or empty the cache of compiled step libraries ($PBF_CACHE_DIR, "
-                                    "else ~/.cache/pbframework).")
-    cp.add_argument("action", choices=("info", "clear"), help="info: location, entries, size; clear: remove all")
+                                    "else the platform's user cache folder).")
+    cp.add_argument("action", choices=("info", "clear"),
+                    help="info: location, entries, size, the compiler each was built with; clear: remove all")
     return ap
 
 
-def _load_model(args):
-    from . import models
-    from .io import load_mjcf, load_urdf
-    from .limits import clip_to_limits
+def _split_top(text: str) -> list[str]:
+    """``text`` split at the commas outside brackets and quotes."""
+    parts, current, depth, quote = [], [], 0, ""
+    for ch in text:
+        if quote:
+            quote = "" if ch == quote else quote
+        elif ch in "'\"":
+            quote = ch
+        elif ch in "([{":
+            depth += 1
+        elif ch in ")]}":
+            depth -= 1
+        elif ch == "," and depth == 0:
+            parts.append("".join(current))
+            current = []
+            continue
+        current.append(ch)
+    parts.append("".join(current))
+    return parts
 
+
+def _value(text: str) -> Any:
+    """A parameter value: a Python literal, a bracketed list of values, else the text itself."""
+    text = text.strip()
+    try:
+        return ast.literal_eval(text)
+    except (ValueError, SyntaxError):
+        pass
+    if len(text) >= 2 and text[0] + text[-1] in ("[]", "()"):
+        return [_value(v) for v in _split_top(text[1:-1]) if v.strip()]
+    return text
+
+
+def _key_values(text: str, option: str) -> dict[str, Any]:
+    """``KEY=VALUE,KEY=VALUE`` as a dict (see :func:`_value`)."""
+    out: dict[str, Any] = {}
+    for item in _split_top(text):
+        key, eq, value = item.partition("=")
+        key = key.strip()
+        if not eq or not key.isidentifier():
+            raise CliError(f"{option}: expected KEY=VALUE, got {item!r} (in {text!r})")
+        if key in out:
+            raise CliError(f"{option}: {key!r} given twice (in {text!r})")
+        out[key] = _value(value)
+    return out
+
+
+def _force_specs(entries: list[str] | None) -> list[tuple[str, dict[str, Any]]]:
+    """``--force`` options as ``(name, params)`` pairs (default gravity; ``none``: no forces)."""
+    if not entries:
+        return [("gravity", {})]
+    if "none" in entries:
+        if entries != ["none"]:
+            raise CliError("--force none means no forces; it cannot be combined with other --force options")
+        return []
+    specs = []
+    for entry in entries:
+        name, colon, rest = entry.partition(":")
+        if colon and not rest.strip():
+            raise CliError(f"--force {entry!r}: no parameters after ':' (write NAME or NAME:KEY=VALUE,...)")
+        specs.append((name.strip(), _key_values(rest, f"--force {name.strip()}") if colon else {}))
+    return specs
+
+
+def _vector(text: str | None, option: str) -> np.ndarray | None:
+    """``--q0`` / ``--qd0``: comma-separated numbers or a ``.npy`` file (its length is checked later)."""
+    if text is None:
+        return None
+    if text.lower().endswith(".npy"):
+        path = Path(text)
+        if not path.is_file():
+            raise CliError(f"{option}: file {text!r} not found")
+        try:
+            return np.asarray(np.load(path, allow_pickle=False), dtype=float)
+        except (OSError, ValueError, TypeError) as exc:
+            raise CliError(f"{option}: cannot read {text!r} as a numeric .npy array ({exc})") from None
+    try:
+        return np.array([float(v) for v in text.split(",")])
+    except ValueError:
+        raise CliError(f"{option}: expected comma-separated numbers or a .npy file, got {text!r}") from None
+
+
+def _output_path(text: str | None, option: str, formats: Sequence[str]) -> Path | None:
+    """An output file's path, checked: a known extension, an existing writable folder, not a folder itself."""
+    if text is None:
+        return None
+    path = Path(text)
+    if path.suffix.lower() not in formats:
+        raise CliError(f"{option} {text!r}: unknown extension {path.suffix or '(none)'!r} (allowed: "
+                       f"{', '.join(formats)})")
+    folder = path.parent
+    if not folder.is_dir():
+        raise CliError(f"{option} {text!r}: folder {str(folder)!r} does not exist")
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise CliError(f"{option} {text!r}: folder {str(folder)!r} is not writable")
+    if path.is_dir():
+        raise CliError(f"{option} {text!r} is a folder; give a file name")
+    return path
+
+
+def _builder_params(args) -> dict[str, Any]:
+    """The built-in model's builder parameters from ``--param`` and ``--links``, checked against its signature."""
+    from .registry import check_parameters
+
+    params: dict[str, Any] = {}
+    for text in args.params or ():
+        for key, value in _key_values(text, "--param").items():
+            if key in params:
+                raise CliError(f"--param: {key!r} given twice")
+            params[key] = value
+    if args.model:
+        if params:
+            raise CliError(f"--param applies to the built-in models ({', '.join(MODELS)}), not to {args.model!r}")
+        return params
+    build, _, links_param = BUILDERS[args.name]
+    if args.links is not None:
+        if links_param is None:
+            raise CliError(f"--links applies to the chain and swimmer models only, not to {args.name!r}")
+        if args.links < 1:
+            raise CliError(f"--links must be a positive integer, got {args.links}")
+        if links_param in params:
+            raise CliError(f"give the number of links once: --links or --param {links_param}=...")
+        params[links_param] = args.links
+    elif args.name in LINKS_DEFAULT and links_param not in params:
+        params[links_param] = LINKS_DEFAULT[args.name]
+    check_parameters(f"model {args.name!r} (pbframework.models.{build.__name__})", build, params)
+    return params
+
+
+def _check_model_source(args) -> None:
+    if args.balance_inertia and not args.model:
+        raise CliError("--balance-inertia applies to model files (--model PATH); the built-in models' inertias are valid")
     if args.links is not None and args.model:
         raise CliError(f"--links applies to the chain and swimmer models only, not to {args.model!r}")
     if args.model:
         path = Path(args.model)
         if not path.is_file():
             raise CliError(f"model file {str(path)!r} not found")
-        if path.suffix.lower() == ".urdf":
-            model = load_urdf(path, balance_inertia=args.balance_inertia)
-        elif path.suffix.lower() in (".xml", ".mjcf"):
-            model = load_mjcf(path, balance_inertia=args.balance_inertia)
-        else:
+        if path.suffix.lower() not in (".urdf", ".xml", ".mjcf"):
             raise CliError(f"model file {str(path)!r}: unknown format {path.suffix!r} (allowed: .urdf, .xml)")
-        return model, clip_to_limits(model, np.zeros(model.nq))
+        return
     if not args.name:
         raise CliError(f"give a model: one of {', '.join(MODELS)}, or --model PATH")
     if args.name not in MODELS:
         raise CliError(f"unknown model {args.name!r} (built-in: {', '.join(MODELS)}; or --model PATH)")
-    if args.links is not None and args.name not in ("chain", "swimmer"):
-        raise CliError(f"--links applies to the chain and swimmer models only, not to {args.name!r}")
-    if args.links is not None and args.links < 1:
-        raise CliError(f"--links must be a positive integer, got {args.links}")
-    if args.name == "chain":
-        m = models.chain(10 if args.links is None else args.links)
-        return m, models.chain_q0(m)
-    if args.name == "swimmer":
-        m = models.swimmer() if args.links is None else models.swimmer(args.links)
-        return m, np.zeros(m.nq)
-    if args.name == "spider":
-        m = models.spider()
-        return m, models.spider_q0(m)
-    m = models.box()
-    q0 = np.zeros(m.nq)
-    q0[2] = 0.1
-    return m, q0
+
+
+def _load_model(args, params: dict[str, Any]) -> tuple[ArticulatedBody, np.ndarray]:
+    """The model and its default initial configuration."""
+    from .io import load_mjcf, load_urdf
+    from .limits import clip_to_limits
+
+    if args.model:
+        path = Path(args.model)
+        load = load_urdf if path.suffix.lower() == ".urdf" else load_mjcf
+        model = load(path, balance_inertia=args.balance_inertia)
+        return model, clip_to_limits(model, np.zeros(model.nq))
+    build, q0_of, _ = BUILDERS[args.name]
+    try:
+        model = build(**params)
+    except (TypeError, ValueError) as exc:        # a value of the wrong kind for the builder
+        raise CliError(f"model {args.name!r} with {params}: {exc}") from None
+    return model, (q0_of(model) if q0_of is not None else np.zeros(model.nq))
 
 
 def _simulate(args) -> int:
     from .limits import limit_report
+    from .adaptive import AdaptiveOptions
+    from .registry import get_plugin
+    from .result import plot_formats
     from .simulate import Simulator
+    from .step import StepConfig, resolve_config, resolve_forces
 
-    model, q0 = _load_model(args)
-    forces = ["gravity"] if not args.forces else ([] if args.forces == ["none"] else args.forces)
+    # everything that needs no model, before building one
+    _check_model_source(args)
+    params = _builder_params(args)
+    forces = resolve_forces(_force_specs(args.forces))
+    config = resolve_config(args.integrator, StepConfig(dt=args.dt, order=args.order, objective=args.objective,
+                                                        fd=args.fd), forces)
+    get_plugin("fd", config.fd)
+    get_plugin("backend", args.backend)
+    if args.solver != "auto":
+        get_plugin("solver", args.solver)
     if not np.isfinite(args.duration) or args.duration <= 0:
         raise CliError(f"--duration must be a positive number of seconds, got {args.duration}")
+    if args.max_iter is not None and args.max_iter < 1:
+        raise CliError(f"--max-iter must be a positive integer, got {args.max_iter}")
+    if args.max_halvings < 0:
+        raise CliError(f"--max-halvings must be a non-negative integer, got {args.max_halvings}")
     opts = {} if args.max_iter is None else {"max_iter": args.max_iter}
     if not np.isfinite(args.energy_limit) or args.energy_limit < 0:
         raise CliError(f"--energy-limit must be a non-negative number (0: no test), got {args.energy_limit}")
@@ -154,26 +356,36 @@ def _simulate(args) -> int:
     adaptive: dict | bool = False
     if args.adaptive:
         adaptive = {k: v for k, v in (("rtol", args.rtol), ("atol", args.atol)) if v is not None}
+        AdaptiveOptions.parse(adaptive)
         adaptive = adaptive or True
-    sim = Simulator(model, args.integrator, order=args.order, solver=args.solver, dt=args.dt, forces=forces,
-                    objective=args.objective, fd=args.fd, solver_options=opts or None, backend=args.backend,
+    out = _output_path(args.out, "--out", TRAJECTORY_FORMATS)
+    plot = _output_path(args.plot, "--plot", plot_formats())
+    q0, qd0 = _vector(args.q0, "--q0"), _vector(args.qd0, "--qd0")
+
+    model, default_q0 = _load_model(args, params)
+    q0 = model.check_state(default_q0 if q0 is None else q0, "--q0")
+    qd0 = model.check_state(np.zeros(model.nq) if qd0 is None else qd0, "--qd0")
+    sim = Simulator(model, args.integrator, order=config.order, solver=args.solver, dt=config.dt, forces=forces,
+                    objective=config.objective, fd=config.fd, solver_options=opts or None, backend=args.backend,
                     on_failure=args.on_failure, max_halvings=args.max_halvings,
                     energy_limit=args.energy_limit or None, adaptive=adaptive)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        traj = sim.rollout(q0, np.zeros(model.nq), duration=args.duration, progress=not args.no_progress)
+        traj = sim.rollout(q0, qd0, duration=args.duration,
+                           progress=not args.no_progress and sys.stderr.isatty())
+    written = []                                  # the files first: a reader of stdout that left loses no file
+    if out:
+        written.append(f"Trajectory saved to {traj.save(out)}.")
+    if plot:
+        written.append(f"Energy plot saved to {traj.plot_energy(plot)}.")
+    for w in caught:
+        print(f"pbf: warning: {w.message}", file=sys.stderr)
     print(traj.summary())
     limits = limit_report(model, traj.q, traj.t)
     if limits is not None:
         print(limits)
-    for w in caught:
-        print(f"pbf: warning: {w.message}", file=sys.stderr)
-    if args.out:
-        path = traj.save(args.out)
-        print(f"Trajectory saved to {path}.")
-    if args.plot:
-        traj.plot_energy(args.plot)
-        print(f"Energy plot saved to {args.plot}.")
+    for line in written:
+        print(line)
     status = traj.status.value
     if status != "ok":
         print(f"pbf: run ended {status} at t={traj.failure_time:.6g} s (first failure; exit status "
@@ -194,24 +406,41 @@ def _plugins() -> int:
 
 
 def _cache(args) -> int:
-    from .codegen.build import cache_clear, cache_entries, cache_info
+    from .codegen.build import CACHE_ENV, cache_clear, cache_entries, cache_info
 
     if args.action == "clear":
         n = cache_clear()
         print(f"Removed {n} cached librar{'y' if n == 1 else 'ies'}.")
         return 0
     info = cache_info()
-    print(f"Cache: {info['path']}")
+    where = f"${CACHE_ENV}" if os.environ.get(CACHE_ENV) else "the platform's user cache folder"
+    print(f"Cache: {info['path']} ({where})")
     print(f"  {info['entries']} libraries, {info['bytes'] / 1e6:.1f} MB, {info['invalid']} invalid (rebuilt on "
           f"next use); {info['compile_seconds']:.1f} s of compiling saved on each reuse")
+    for compiler, n in sorted(info["compilers"].items()):
+        print(f"  built with {compiler}: {n}")
     for e in cache_entries():
+        flags = " ".join(f for f in e.flags if f not in ("-fPIC", "-shared"))
         print(f"  {e.path.name}  {e.bytes / 1e6:6.1f} MB  compiled in {e.compile_seconds:6.1f} s"
-              + ("" if e.valid else "  INVALID"))
+              + (f"  {e.compiler} {flags}" if e.valid else "  INVALID"))
     return 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``pbf`` console script; returns the exit status."""
+    try:
+        status = _main(argv)
+        sys.stdout.flush()                  # a reader that left early shows here at the latest
+        return status
+    except BrokenPipeError:
+        # the recipe of Python's signal module docs ("Note on SIGPIPE"): point stdout at devnull so the
+        # interpreter's final flush does not fail again, and end quietly
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return EXIT_BROKEN_PIPE
+
+
+def _main(argv: Sequence[str] | None) -> int:
     from .model import ModelError
     from .registry import PluginError, UnknownPluginError
     from .step import StepError

@@ -107,10 +107,16 @@ class ForceModel:
 
 
 def force_model(name: str, **params: Any) -> ForceModel:
-    """Build the registered force model ``name`` with ``params`` (unknown names list the available)."""
-    from .registry import get_plugin
+    """Build the registered force model ``name`` with ``params``.
 
-    return get_plugin("force", name).build(**params)
+    Raises:
+        UnknownPluginError: no force model ``name`` (the message lists the available ones).
+        PluginParameterError: a parameter the model does not take, or a required one missing (the message
+            lists its parameters with their defaults).
+    """
+    from .registry import build_plugin
+
+    return build_plugin("force", name, **params)
 
 
 def potential_energy_function(model: ArticulatedBody, forces) -> ca.Function:

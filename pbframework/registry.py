@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import difflib
+import enum
 import importlib.metadata
+import inspect
 import threading
 from types import ModuleType
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable, Mapping
 
 import pluggy
 
@@ -28,6 +31,11 @@ _FAMILY_WORDS = {"force": "force model", "dynamics": "dynamics function", "fd": 
 
 class PluginError(RuntimeError):
     """A plug-in could not be loaded or offered something malformed; the message names the plug-in."""
+
+
+class PluginParameterError(PluginError):
+    """A plug-in (or model builder) was given a parameter it does not take, or not one it needs; the one-line
+    message names it and lists the parameters it accepts with their defaults."""
 
 
 class UnknownPluginError(KeyError):
@@ -183,6 +191,52 @@ def registry() -> Registry:
 def get_plugin(family: str, name: str) -> PluginInfo:
     """Shortcut for ``registry().get(family, name)``."""
     return registry().get(family, name)
+
+
+def describe_parameters(build: Callable) -> str:
+    """``build``'s keyword parameters with their defaults, as one line (``damping=0.1, dofs=None``; a
+    parameter without a default reads ``name (required)``)."""
+    out = []
+    for p in inspect.signature(build).parameters.values():
+        if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD, p.POSITIONAL_ONLY):
+            continue
+        default = p.default.value if isinstance(p.default, enum.Enum) else p.default     # as a user writes it
+        out.append(f"{p.name} (required)" if p.default is p.empty else f"{p.name}={default!r}")
+    return ", ".join(out) or "none"
+
+
+def check_parameters(what: str, build: Callable, params: Mapping[str, Any], *, given: Iterable[str] = ()) -> None:
+    """Raise :class:`PluginParameterError` unless ``build(**params)`` binds to ``build``'s signature.
+
+    Args:
+        what: who takes the parameters, for the message (``"force model 'joint_damping'"``).
+        build: the callable (a class: its constructor).
+        params: the keyword arguments.
+        given: parameter names supplied in another way (positionally, or by another option), counted as
+            present when looking for missing ones.
+    """
+    sig = inspect.signature(build)
+    accepted = {n for n, p in sig.parameters.items() if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
+    open_ended = any(p.kind is p.VAR_KEYWORD for p in sig.parameters.values())
+    where = f"; accepted: {describe_parameters(build)}"
+    for name in params:
+        if name not in accepted and not open_ended:
+            close = difflib.get_close_matches(name, sorted(accepted), n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            raise PluginParameterError(f"{what}: unknown parameter {name!r}{hint}{where}")
+    have = set(params) | set(given)
+    missing = [n for n, p in sig.parameters.items() if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
+               and p.default is p.empty and n not in have]
+    if missing:
+        raise PluginParameterError(f"{what}: missing parameter {missing[0]!r}{where}")
+
+
+def build_plugin(family: str, name: str, **params: Any) -> Any:
+    """``get_plugin(family, name).build(**params)``, the parameters checked against the build's signature
+    first (:class:`PluginParameterError` lists the accepted ones with their defaults)."""
+    info = get_plugin(family, name)
+    check_parameters(f"{_FAMILY_WORDS[family]} {name!r}", info.build, params)
+    return info.build(**params)
 
 
 def available(family: str) -> list[str]:

@@ -26,6 +26,14 @@ ENERGY_SCALE_FLOOR = 1e-9
 in joules, not as a percentage of nearly nothing."""
 
 
+def plot_formats() -> tuple[str, ...]:
+    """File extensions the ``plot_energy`` methods write (matplotlib's ``savefig`` formats: ``.png``, ``.pdf``,
+    ``.svg``, ...)."""
+    from matplotlib.backend_bases import FigureCanvasBase
+
+    return tuple(f".{ext}" for ext in sorted(FigureCanvasBase.get_supported_filetypes()))
+
+
 @dataclass
 class Trajectory:
     """A rollout.
@@ -182,22 +190,13 @@ class Trajectory:
             parts.append(f"Adaptive steps (rtol {ad['rtol']:.3g}, atol {ad['atol']:.3g}): {ad['accepted']} accepted, "
                          f"{ad['rejected']} rejected{hs}; output every {inf.get('dt')} s.")
         elif inf.get("implicit") and it.size:
-            parts.append(f"Solver iterations per step: mean {it.mean():.3g}, max {it.max()}; steps converged "
-                         f"{int(np.sum(outcome == Outcome.CONVERGED))}, after halving "
-                         f"{int(np.sum(outcome == Outcome.HALVED))} ({halv} halvings), unconverged "
-                         f"{int(np.sum(outcome == Outcome.UNCONVERGED))}.")
+            parts.append(_iterations_text(it, outcome, halv))
         return " ".join(parts)
 
     def plot_energy(self, path: str | Path) -> Path:
-        """Energy against time (total, kinetic, potential) as a PNG; the first failure marked, the axis
-        scaled to the run before it."""
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-
-        path = Path(path)
-        fig, ax = plt.subplots(figsize=(7, 4))
+        """Energy against time (total, kinetic, potential) in the format of the file's extension
+        (:func:`plot_formats`); the first failure marked, the axis scaled to the run before it."""
+        plt, fig, ax = _figure()
         ax.plot(self.t, self.energy, label="total")
         ax.plot(self.t, self.kinetic, label="kinetic", lw=0.8)
         ax.plot(self.t, self.potential, label="potential", lw=0.8)
@@ -214,37 +213,19 @@ class Trajectory:
                 ax.set_ylim(lo - pad, hi + pad)
         ax.set_title(f"{inf.get('model')}: {inf.get('integrator')} order {inf.get('order')}, dt={inf.get('dt')} s, "
                      f"status {self.status.value}")
-        ax.set_xlabel("t [s]")
-        ax.set_ylabel("energy [J]")
-        ax.legend()
-        fig.tight_layout()
-        fig.savefig(path, dpi=120)
-        plt.close(fig)
-        return path
+        return _finish(plt, fig, ax, path)
 
     # -- persistence -------------------------------------------------------------------------------------
     def save(self, path: str | Path) -> Path:
         """Write an ``.npz`` with ``t, q, qd, kinetic, potential, energy``, ``stats_<name>`` and ``info``
-        (JSON)."""
-        path = Path(path)
-        if path.suffix != ".npz":
-            path = path.with_suffix(path.suffix + ".npz") if path.suffix else path.with_suffix(".npz")
-        arrays = {k: getattr(self, k) for k in ("t", "q", "qd", "kinetic", "potential", "energy")}
-        arrays.update({f"stats_{k}": np.asarray(v) for k, v in self.stats.items()})
-        arrays["wall_time"] = np.float64(self.wall_time)
-        arrays["build_time"] = np.float64(self.build_time)
-        arrays["info"] = np.array(json.dumps(self.info, default=_jsonable))
-        np.savez(path, **arrays)
-        return path
+        (JSON); a path without ``.npz`` gets it appended."""
+        return _save(self, path, {})
 
     @classmethod
     def load(cls, path: str | Path) -> "Trajectory":
         """Read a file written by :meth:`save`."""
-        with np.load(Path(path), allow_pickle=False) as z:
-            stats = {k[len("stats_"):]: z[k] for k in z.files if k.startswith("stats_")}
-            return cls(t=z["t"], q=z["q"], qd=z["qd"], kinetic=z["kinetic"], potential=z["potential"],
-                       energy=z["energy"], stats=stats, wall_time=float(z["wall_time"]),
-                       build_time=float(z["build_time"]), info=json.loads(str(z["info"])))
+        fields, _ = _load(path, batch=False)
+        return cls(**fields)
 
     def __repr__(self) -> str:
         return (f"Trajectory({self.info.get('integrator')}, steps={self.steps}, t_end={self.t[-1]:.4g}, "
@@ -257,6 +238,70 @@ def _jsonable(o: Any):
     if isinstance(o, np.ndarray):
         return o.tolist()
     return str(o)
+
+
+def _iterations_text(iterations: np.ndarray, outcome: np.ndarray | None, halvings: int) -> str:
+    """The summaries' solver sentence: iterations per step and, where recorded, the steps' outcomes."""
+    text = f"Solver iterations per step: mean {iterations.mean():.3g}, max {iterations.max()}"
+    if outcome is not None:
+        text += (f"; steps converged {int(np.sum(outcome == Outcome.CONVERGED))}, after halving "
+                 f"{int(np.sum(outcome == Outcome.HALVED))} ({halvings} halvings), unconverged "
+                 f"{int(np.sum(outcome == Outcome.UNCONVERGED))}")
+    return text + "."
+
+
+_SERIES = ("t", "q", "qd", "kinetic", "potential", "energy")
+_BATCH_ARRAYS = ("steps_done", "diverged", "status", "failure_time")
+
+
+def _save(result: "Trajectory | BatchTrajectory", path: str | Path, extra: dict[str, np.ndarray]) -> Path:
+    """The ``.npz`` both result kinds write: the series, ``stats_<name>``, times, ``info`` (JSON), ``extra``."""
+    path = Path(path)
+    if path.suffix != ".npz":
+        path = path.with_suffix(path.suffix + ".npz") if path.suffix else path.with_suffix(".npz")
+    arrays = {k: getattr(result, k) for k in _SERIES}
+    arrays.update({f"stats_{k}": np.asarray(v) for k, v in result.stats.items()})
+    arrays["wall_time"] = np.float64(result.wall_time)
+    arrays["build_time"] = np.float64(result.build_time)
+    arrays["info"] = np.array(json.dumps(result.info, default=_jsonable))
+    np.savez(path, **arrays, **extra)
+    return path
+
+
+def _load(path: str | Path, batch: bool) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+    """The constructor fields of a saved result and its extra arrays; a file of the other kind is refused."""
+    with np.load(Path(path), allow_pickle=False) as z:
+        if ("steps_done" in z.files) != batch:
+            kind, other = ("a single trajectory", "Trajectory") if batch else ("a batch", "BatchTrajectory")
+            raise ValueError(f"{path}: holds {kind}; read it with {other}.load")
+        fields = {k: z[k] for k in _SERIES}
+        fields["stats"] = {k[len("stats_"):]: z[k] for k in z.files if k.startswith("stats_")}
+        fields.update(wall_time=float(z["wall_time"]), build_time=float(z["build_time"]),
+                      info=json.loads(str(z["info"])))
+        return fields, {k: z[k] for k in _BATCH_ARRAYS if k in z.files}
+
+
+def _figure():
+    """A non-interactive matplotlib figure for an energy plot: ``(pyplot, figure, axes)``."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4))
+    return plt, fig, ax
+
+
+def _finish(plt, fig, ax, path: str | Path) -> Path:
+    """Label the energy axes, write the figure in the format of ``path``'s extension, close it."""
+    path = Path(path)
+    ax.set_xlabel("t [s]")
+    ax.set_ylabel("energy [J]")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
 
 
 @dataclass
@@ -345,12 +390,55 @@ class BatchTrajectory:
             parts.append(f"Energy drift max|E-E0| (% of the scale, before any failure): min {q[0]:.3g}, median "
                          f"{q[1]:.3g}, 90% {q[2]:.3g}, max {q[3]:.3g}.")
         it = np.asarray(self.stats.get("iterations", np.zeros((M, 0))))
+        done = np.asarray(self.steps_done)
         if inf.get("implicit") and it.size:
-            done = np.asarray(self.steps_done)
-            per = np.concatenate([it[m, :done[m]] for m in range(M)]) if M else np.zeros(0)
+            def steps_of(name: str) -> np.ndarray:        # every trajectory's completed steps, end to end
+                v = np.asarray(self.stats.get(name, np.zeros_like(it)))
+                return np.concatenate([v[m, :done[m]] for m in range(M)]) if M else np.zeros(0)
+
+            per = steps_of("iterations")
             if per.size:
-                parts.append(f"Solver iterations per step: mean {per.mean():.3g}, max {per.max()}.")
+                oc = steps_of("outcome") if "outcome" in self.stats else None
+                parts.append(_iterations_text(per, oc, int(np.sum(steps_of("halvings")))))
+        ft = np.asarray(self.failure_time, float)
+        if np.isfinite(ft).any():
+            parts.append(f"First failures from t={np.nanmin(ft):.4g} s to t={np.nanmax(ft):.4g} s "
+                         f"(batch.status, batch.failure_time).")
         return " ".join(parts)
+
+    def plot_energy(self, path: str | Path) -> Path:
+        """Every trajectory's total energy against time (each up to its ``steps_done``), the failures
+        marked, in the format of the file's extension (:func:`plot_formats`)."""
+        plt, fig, ax = _figure()
+        M = len(self)
+        width, alpha = (1.0, 0.9) if M <= 10 else (0.6, max(0.15, 3.0 / M))
+        for m in range(M):
+            k = int(self.steps_done[m]) + 1
+            ax.plot(self.t[:k], self.energy[m, :k], lw=width, alpha=alpha, color=f"C{m % 10}" if M <= 10 else "C0",
+                    label="total energy, one line a trajectory" if m == 0 else None)
+        failed = np.nonzero(np.isfinite(np.asarray(self.failure_time, float)))[0]
+        if failed.size:
+            ends = [self.energy[m, int(self.steps_done[m])] for m in failed]
+            ax.plot(self.failure_time[failed], ends, "x", color="red", label=f"first failure ({failed.size})")
+        counts = {s.value: int(np.sum(self.status == s.value)) for s in Status}
+        inf = self.info
+        ax.set_title(f"{inf.get('model')}: {M} trajectories, {inf.get('integrator')} order {inf.get('order')}, "
+                     f"dt={inf.get('dt')} s; {counts['ok']} ok, {counts['unconverged']} unconverged, "
+                     f"{counts['diverged']} diverged", fontsize=9)
+        return _finish(plt, fig, ax, path)
+
+    def save(self, path: str | Path) -> Path:
+        """Write an ``.npz`` as :meth:`Trajectory.save` does (arrays with a leading trajectory axis), with
+        ``steps_done``, ``diverged``, ``status`` and ``failure_time``."""
+        return _save(self, path, {"steps_done": np.asarray(self.steps_done), "diverged": np.asarray(self.diverged),
+                                  "status": np.asarray(self.status, dtype=str),
+                                  "failure_time": np.asarray(self.failure_time, float)})
+
+    @classmethod
+    def load(cls, path: str | Path) -> "BatchTrajectory":
+        """Read a file written by :meth:`save`."""
+        fields, extra = _load(path, batch=True)
+        return cls(**fields, **extra)
 
     def __repr__(self) -> str:
         return (f"BatchTrajectory({self.info.get('integrator')}, M={len(self)}, steps={len(self.t) - 1}, "

@@ -740,12 +740,10 @@ def integrator_info(name: str):
     return get_plugin("integrator", name)
 
 
-def build_step(model: ArticulatedBody, integrator: str, config: StepConfig,
-               forces: Sequence[Any]) -> StepProblem:
-    """Build (or fetch from ``model.cache``) the step problem of ``integrator``.
-
-    Validates ``config.order`` against the plug-in's ``meta["orders"]`` and every force's forms against
-    ``meta["forms"]`` before calling the plug-in's ``build(model, config, forces)``.
+def resolve_config(integrator: str, config: StepConfig, forces: Sequence[Any]) -> StepConfig:
+    """``config`` with the integrator's default order filled in, after checking the order against the
+    plug-in's ``meta["orders"]`` and every force's forms against ``meta["forms"]``. Needs no model, so a
+    front end (``pbf simulate``) checks these before building one.
 
     Raises:
         UnknownPluginError: no integrator of that name (lists the available ones).
@@ -767,6 +765,22 @@ def build_step(model: ArticulatedBody, integrator: str, config: StepConfig,
             allowed = ", ".join(sorted(x.value for x in accepted)) or "none"
             raise StepError(f"force model {getattr(f, 'name', f)!r} offers the form(s) [{have}]; integrator "
                             f"{integrator!r} accepts [{allowed}]")
+    return config
+
+
+def build_step(model: ArticulatedBody, integrator: str, config: StepConfig,
+               forces: Sequence[Any]) -> StepProblem:
+    """Build (or fetch from ``model.cache``) the step problem of ``integrator``.
+
+    Validates ``config.order`` against the plug-in's ``meta["orders"]`` and every force's forms against
+    ``meta["forms"]`` before calling the plug-in's ``build(model, config, forces)``.
+
+    Raises:
+        UnknownPluginError: no integrator of that name (lists the available ones).
+        StepError: unsupported order, or a force model in a form the integrator cannot accept.
+    """
+    info = integrator_info(integrator)
+    config = resolve_config(integrator, config, forces)
     key = ("step_problem", integrator, config.key(), tuple(force_key(f) for f in forces))
     cached = model.cache.get(key)
     if cached is not None:

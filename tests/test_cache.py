@@ -10,11 +10,14 @@ import os
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import numpy as np
+import pytest
 
 import pbframework as pbf
-from pbframework.codegen.build import build_shared, cache_clear, cache_entries, cache_info
+from pbframework.codegen.build import (build_shared, cache_clear, cache_dir, cache_entries, cache_info,
+                                       compiler_version, default_cache_dir)
 from pbframework.codegen.driver import emit_step_library
 from pbframework.codegen.runner import CRunner
 from pbframework.simulate import Simulator
@@ -104,6 +107,31 @@ def test_pbf_cache_command(tmp_path, monkeypatch, capsys):
     assert main(["cache", "info"]) == 0
     out = capsys.readouterr().out
     assert str(tmp_path) in out and "1 libraries" in out
+    assert f"built with {compiler_version()}: 1" in out                 # the compiler, from the entry's meta
+    entry, = cache_entries(tmp_path)
+    assert entry.compiler == compiler_version() and "-O1" in entry.flags
     assert main(["cache", "clear"]) == 0
     assert "Removed 1 cached library" in capsys.readouterr().out
     assert cache_info(tmp_path)["entries"] == 0
+
+
+def test_cache_location_follows_the_platform_and_the_override(monkeypatch, tmp_path):
+    from platformdirs import user_cache_dir
+
+    monkeypatch.delenv("PBF_CACHE_DIR")
+    assert cache_dir() == default_cache_dir() == Path(user_cache_dir("pbframework", appauthor=False))
+    monkeypatch.setenv("PBF_CACHE_DIR", str(tmp_path))
+    assert cache_dir() == tmp_path
+
+
+@pytest.mark.session_end
+def test_the_suite_leaves_the_default_cache_untouched(default_cache_at_start):
+    """Run after every other test of the session (conftest.py orders it last): the session's cache is not the
+    user's default location, and that location is as the session found it (absent, or the same entries,
+    sizes and times)."""
+    from conftest import folder_state
+
+    default, before = default_cache_at_start
+    assert cache_dir().resolve() != default.resolve()
+    assert Path(os.environ["PBF_CACHE_DIR"]).resolve() != default.resolve()
+    assert folder_state(default) == before, f"the test session wrote the user's cache {default}"

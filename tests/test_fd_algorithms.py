@@ -120,11 +120,12 @@ def test_trees_and_composite_joints(name, schedule, rng):
 def test_cfa_explains_which_models_it_supports():
     with pytest.raises(ModelError) as e:
         forward_dynamics(models.spider(), algorithm="cfa")
-    assert str(e.value) == ("cfa supports serial chains only (model 'spider' has a branching at link 'torso'); "
-                            "use abia or jsiia")
+    assert str(e.value) == ("cfa supports serial chains of 1-DOF joints (revolute, prismatic; fixed ones merged) "
+                            "only (model 'spider' branches at link 'torso' into 4 chains); use aba, abia or jsiia "
+                            "(any tree, every joint type)")
     with pytest.raises(ModelError, match=r"joint 'joint0' of link 'link0' has type 'ball2' with 2 coordinates"):
         forward_dynamics(models.chain(3), algorithm="cfa")
-    with pytest.raises(ModelError, match=r"joint 'root' of link 'seg0' has type 'floating'.*use abia or jsiia"):
+    with pytest.raises(ModelError, match=r"joint 'root' of link 'seg0' has type 'floating'.*use aba, abia or jsiia"):
         forward_dynamics(models.swimmer(), algorithm="cfa")
 
 
@@ -192,8 +193,26 @@ def test_real_robots_match_pinocchio(robot, rng):
         for name, f in fs.items():
             assert rel(evaluate(f, q[idx], qd[idx], tau[idx]), ref) < TOL_SMALL, name
     if robot not in SERIAL_ROBOTS:
-        with pytest.raises(ModelError, match="cfa supports serial chains only"):
+        with pytest.raises(ModelError, match=r"cfa supports serial chains of 1-DOF joints .* branches at link"):
             forward_dynamics(model, algorithm="cfa")
+
+
+@pytest.mark.parametrize("name", ["aba"] + list(ALGORITHMS))
+def test_every_algorithm_drives_an_integrator_or_refuses_in_one_line(name, rng):
+    """README's ``--fd`` choices on CHAIN-3 and the panda: an RK4 step (the integrator evaluates the algorithm
+    on SX symbols, where JSIIA's former ``ldl`` linear-solver node failed) agrees with ABA's, or the
+    Simulator refuses the model in one line naming the joint types the algorithm supports."""
+    d = robots_dir()
+    robots = [models.chain(3)] + ([pbf.load_urdf(os.path.join(d, ROBOTS["panda"]))] if d else [])
+    for model in robots:
+        q0 = rng.normal(size=model.nq) * 0.3
+        try:
+            sim = pbf.Simulator(model, "rk4", dt=0.001, fd=name)
+        except ModelError as exc:
+            assert name == "cfa" and "\n" not in str(exc) and "1-DOF joints (revolute, prismatic" in str(exc)
+            continue
+        ref = pbf.Simulator(model, "rk4", dt=0.001, fd="aba")
+        assert rel(sim.rollout(q0, steps=3).q[-1], ref.rollout(q0, steps=3).q[-1]) < TOL_SMALL, model.name
 
 
 # -- depth: formulas against the traced levels ----------------------------------------------------------------

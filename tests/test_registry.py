@@ -42,8 +42,36 @@ def test_unknown_name_lists_available():
 def test_force_model_by_name_builds_with_params():
     g = pbf.force_model("gravity", scale=0.5)
     assert g.params() == {"scale": 0.5}
-    with pytest.raises(TypeError):
+    with pytest.raises(pbf.PluginParameterError):
         pbf.force_model("gravity", stiffness=1.0)
+
+
+def test_misspelt_force_parameter_is_one_line_listing_the_accepted_ones():
+    """Through the Simulator as a user writes it: the plug-in named, its parameters with their defaults (read
+    from its signature), a close match suggested; a PluginError, not the constructor's raw TypeError."""
+    with pytest.raises(pbf.PluginParameterError) as e:
+        pbf.Simulator(pbf.models.chain(2), forces=["gravity", ("joint_damping", {"dampng": 0.1})])
+    assert str(e.value) == ("force model 'joint_damping': unknown parameter 'dampng' (did you mean 'damping'?); "
+                            "accepted: damping=0.1, dofs=None")
+    assert isinstance(e.value, PluginError) and not isinstance(e.value, TypeError)
+    with pytest.raises(pbf.PluginParameterError, match=r"accepted: kp=1.0, kd=0.0, target=0.0, dofs=None, "
+                                                       r"track_velocity=False$"):
+        pbf.force_model("pd", kx=1.0)
+    with pytest.raises(pbf.PluginParameterError, match=r"friction_depth='current'"):   # an enum as a user writes it
+        pbf.force_model("penalty_contact", stifness=1.0)
+
+
+def test_missing_required_parameter_is_named():
+    from pbframework.registry import check_parameters
+
+    def build(radius, *, height=2.0):
+        return radius * height
+
+    with pytest.raises(pbf.PluginParameterError, match=r"^thing 'cone': missing parameter 'radius'; accepted: "
+                                                       r"radius \(required\), height=2.0$"):
+        check_parameters("thing 'cone'", build, {"height": 1.0})
+    check_parameters("thing 'cone'", build, {}, given=["radius"])          # supplied another way
+    check_parameters("thing 'open'", lambda **kw: None, {"anything": 1})  # **kwargs: nothing to check
 
 
 def test_misspelt_hook_is_reported_with_plugin_name():

@@ -24,7 +24,7 @@ Options (all optional):
 ``emitter``        ``"chunked"`` (default) or ``"casadi"`` (``casadi.CodeGenerator``)
 ``chunk``          instructions per emitted C function of the chunked emitter (default 250)
 ``cold_above``     run-once kernels above this many instructions are compiled without optimisation
-``cache``          cache folder (default ``$PBF_CACHE_DIR`` or ``~/.cache/pbframework``)
+``cache``          cache folder (default ``$PBF_CACHE_DIR``, else the platform's user cache folder)
 =================  ====================================================================================
 
 The runner (the interface every backend's ``build`` returns, see also the ``casadi`` backend):

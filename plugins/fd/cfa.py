@@ -19,8 +19,11 @@ Depth on a chain of ``n``: ``4 ceil(log2 n) + 12`` with parallel scans (``O(log 
 ``3n + ceil(log2 n) + 8`` with sequential scans.
 
 Supported models: serial chains of 1-DOF joints (revolute or prismatic) whose every link has a
-positive-definite inertia: ``P`` is block tri-diagonal only for a chain, and ``J^{-1}`` must exist. Other
-shapes raise :class:`~pbframework.model.ModelError` saying what was found (use ``abia`` or ``jsiia``).
+positive-definite inertia: ``P`` is block tri-diagonal only for a chain, and ``J^{-1}`` must exist (a
+multi-DOF joint's elements are massless but for the last). Other shapes raise
+:class:`~pbframework.model.ModelError` in one line saying what was found and which joint types CFA supports
+(use ``aba``, ``abia`` or ``jsiia``): CHAIN-N's ``ball2`` joints and the panda's branching fingers are both
+refused this way.
 """
 
 from __future__ import annotations
@@ -42,20 +45,19 @@ _KERNELS: dict[str, ca.Function] = {}
 def check_supported(model: ArticulatedBody) -> GlobalForm:
     """The model's global form if CFA supports it; otherwise :class:`ModelError` in the user's words."""
     gf = global_form(model)
-    hint = "; use abia or jsiia"
+    scope = "cfa supports serial chains of 1-DOF joints (revolute, prismatic; fixed ones merged) only"
+    hint = "; use aba, abia or jsiia (any tree, every joint type)"
     kids: dict[int, int] = {}
     for p in gf.parent:
         kids[p] = kids.get(p, 0) + 1
     for p, count in sorted(kids.items()):
         if count > 1:
             at = model.base if p < 0 else gf.link[p]
-            raise ModelError(f"cfa supports serial chains only (model {model.name!r} has a branching at link "
-                             f"{at!r}){hint}")
+            raise ModelError(f"{scope} (model {model.name!r} branches at link {at!r} into {count} chains){hint}")
     for j in model.joints:
         if j.nq > 1:
-            raise ModelError(f"cfa supports serial chains of 1-DOF joints (revolute, prismatic) only (model "
-                             f"{model.name!r}: joint {j.name!r} of link {j.child!r} has type {j.type.value!r} "
-                             f"with {j.nq} coordinates){hint}")
+            raise ModelError(f"{scope} (model {model.name!r}: joint {j.name!r} of link {j.child!r} has type "
+                             f"{j.type.value!r} with {j.nq} coordinates){hint}")
     for i in range(gf.n):
         eig = np.linalg.eigvalsh(gf.J[i])
         if eig[0] <= 1e-12 * max(eig[-1], 1.0):

@@ -7,8 +7,9 @@
 3. ``M`` column by column by inverse dynamics with unit accelerations (``qd = 0``, no gravity): all ``n``
    columns at once, as scans over ``6 x n`` blocks: ``Vd = (I-Gamma)^{-1} S``, ``F = (I-Gamma)^{-T} J Vd``,
    ``M = S^T F``;
-4. ``M qdd = tau - tau_bias`` by a sparse-direct ``L D L^T`` (square-root-free Cholesky) factorisation,
-   CasADi's ``ldl`` linear solver, which generates C.
+4. ``M qdd = tau - tau_bias`` by an ``L D L^T`` (square-root-free Cholesky) factorisation, written out as
+   scalar operations (CasADi's symbolic ``ldl``, no pivoting: ``M`` is positive definite), so the function
+   evaluates on SX symbols as well as MX (integrators build their steps in SX) and generates C.
 
 Works on any tree. Work ``O(n^2)`` for ``M`` and ``O(n^3)`` for the factorisation. Depth on a chain of ``n``
 (the factorisation counted as ``n`` column steps plus ``2n`` substitution steps): ``8n + 6`` sequential,
@@ -44,6 +45,22 @@ def unit_acceleration_step(n: int) -> AffineStep:
     return _STEPS[n]
 
 
+_SOLVES: dict[int, ca.Function] = {}
+
+
+def ldl_solve_kernel(n: int) -> ca.Function:
+    """``(M, b) -> M^{-1} b`` for a symmetric positive-definite ``n x n`` ``M`` by ``L D L^T`` in SX.
+
+    CasADi's ``ldl`` linear-solver plug-in is an MX node without an SX evaluation, so a function holding
+    it cannot be called on SX symbols; this kernel can.
+    """
+    if n not in _SOLVES:
+        M, b = ca.SX.sym("M", n, n), ca.SX.sym("b", n)
+        D, LT, p = ca.ldl(M, False)
+        _SOLVES[n] = ca.Function(f"pbf_jsiia_ldl{n}", [M, b], [ca.ldl_solve(b, D, LT, p)], ["M", "b"], ["x"])
+    return _SOLVES[n]
+
+
 def mass_matrix_by_unit_accelerations(gf: GlobalForm, X: ca.MX, schedule: Schedule | str,
                                       levels: Levels) -> ca.MX:
     """``M(q)`` (``n x n``) from ``n`` inverse-dynamics problems with unit accelerations, solved together."""
@@ -74,7 +91,7 @@ def build(model: ArticulatedBody, schedule: Schedule | str = Schedule.SEQUENTIAL
     for label in ("cholesky", "forward_substitution", "back_substitution"):
         for i in range(n):
             lv.record(f"{label}[{i}]", n - i)
-    qdd = ca.solve(M, tau - bias, "ldl")
+    qdd = ldl_solve_kernel(n)(M, tau - bias)
     return ca.Function("jsiia", [q, qd, tau], [qdd], ["q", "qd", "tau"], ["qdd"])
 
 
