@@ -30,7 +30,7 @@ from .dynamics import crba
 from .forces import potential_energy_function
 from .adaptive import AdaptiveOptions, rollout_adaptive
 from .model import ArticulatedBody
-from .result import BatchTrajectory, Trajectory
+from .result import ENERGY_SCALE_FLOOR, BatchTrajectory, Trajectory
 from .verdict import (
     DEFAULT_ENERGY_LIMIT, DivergenceTest, FailurePolicy, Status, energy_conserving, expected_energy, outcomes,
 )
@@ -298,10 +298,11 @@ class Simulator:
         """The :class:`~pbframework.verdict.DivergenceTest` of a rollout from ``(q0, qd0)``."""
         q0 = self.model.check_state(q0, "q0")
         qd0 = np.zeros(self.model.nq) if qd0 is None else self.model.check_state(qd0, "qd0")
-        if not self.energy_checked:
+        scale = self.divergence_scale(q0, qd0) if self.energy_checked else 0.0
+        if scale < ENERGY_SCALE_FLOOR:               # no energy scale (no gravity, at rest): no energy test
             return DivergenceTest(self.model.nq, self.max_speed)
         T0, V0 = self.energy(q0, qd0)
-        return DivergenceTest(self.model.nq, self.max_speed, self.energy_limit / 100.0 * self.divergence_scale(q0, qd0),
+        return DivergenceTest(self.model.nq, self.max_speed, self.energy_limit / 100.0 * scale,
                               float(T0[0] + V0[0]))
 
     @property

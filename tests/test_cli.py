@@ -82,7 +82,7 @@ def test_plugins_lists_every_family(capsys):
                                                      "'lenght' (did you mean 'length'?); accepted: n (required), "
                                                      "joint='ball2', length=1.0"),
     (["simulate", "chain", "--links", "3", "--param", "n=4"], "give the number of links once"),
-    (["simulate", "chain", "--adaptive", "--backend", "c"], "--adaptive runs on --backend casadi only"),
+    (["simulate", "chain", "--balance-inertia"], "--balance-inertia applies to model files"),
     (["simulate", "chain", "--links", "2", "--fd", "cfa"], "cfa supports serial chains of 1-DOF joints (revolute, "
                                                            "prismatic; fixed ones merged) only"),
 ])

@@ -180,7 +180,7 @@ def test_energy_scale_of_a_model_that_is_not_a_chain_and_its_floor(tmp_path):
     without forces at rest there is no scale, and the drift is reported in joules."""
     from pbframework.result import ENERGY_SCALE_FLOOR
 
-    m = pbf.load_urdf(DATA / "arm.urdf")
+    m = pbf.load_urdf(DATA / "arm.urdf", limits=False)
     still = pbf.Simulator(m, "pbad", dt=0.01, forces=[]).rollout(np.zeros(m.nq), steps=3)
     assert not still.energy_scale_known and still.energy_scale == ENERGY_SCALE_FLOOR
     assert "J (no energy scale" in still.summary() and "% of the energy scale" not in still.summary()
@@ -192,3 +192,12 @@ def test_energy_scale_of_a_model_that_is_not_a_chain_and_its_floor(tmp_path):
     spinning = pbf.Simulator(m, "pbad", order=3, dt=0.01, forces=[]).rollout(np.zeros(m.nq), np.full(m.nq, 2.0),
                                                                              steps=5)
     assert spinning.energy_scale == pytest.approx(spinning.kinetic[0])
+
+
+def test_no_energy_test_without_an_energy_scale():
+    """No gravity, at rest: no scale for the energy limit, so no energy test (a joint-limit spring that
+    starts compressed must not count as divergence)."""
+    m = pbf.load_urdf(DATA / "arm.urdf")
+    q0 = np.array([0.0, 0.0, -1e-3])                       # the slide 1 mm below its lower limit
+    tr = pbf.Simulator(m, "pbad", dt=0.01, forces=[]).rollout(q0, steps=5)
+    assert tr.ok, tr.status_line()
