@@ -14,7 +14,7 @@ Measured in one run, on this CPU, single thread:
   ``<f>_batch`` on bound arrays, :meth:`BatchRunner.bind`) and Pinocchio (``abaInParallel`` on preallocated
   arrays), time per call = wall / B, so small B includes one Python call overhead (~1-3 us here) each.
 * **accuracy**: relative error of every algorithm against Pinocchio's ABA and against an 80-bit
-  long-double reference (:func:`pbframework.globalform.reference_forward_dynamics`), with cond(M).
+  long-double reference (:func:`pbframework.parallel.globalform.reference_forward_dynamics`), with cond(M).
 * **depth**: sequential levels of each algorithm against n (one level = one data-parallel kernel launch),
   the quantity that decides GPU speed; formulas checked against the traced build for every built n.
 
@@ -37,11 +37,11 @@ from pathlib import Path
 
 import numpy as np
 
-from pbframework import globalform as G
+from pbframework.parallel import globalform as G
 from pbframework.codegen.build import BatchRunner, build_shared, compiler_version
 from pbframework.codegen.emit import emit_c
 from pbframework.plugins.fd import abia, cfa, jsiia
-from pbframework.scan import Levels, Schedule
+from pbframework.parallel.scan import Levels, Schedule
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import OUT  # noqa: E402  (same folder)

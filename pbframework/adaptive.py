@@ -40,7 +40,9 @@ from typing import TYPE_CHECKING, Any, Mapping
 import numpy as np
 
 from .linalg import dot
+from .records import STEP_COLUMNS, _columns, _End
 from .step import StepError, restart_state
+from .stepping import StepStats
 from .verdict import DivergenceTest, FailurePolicy
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -105,8 +107,6 @@ class _Record:
     """What an adaptive rollout has written: output rows, their statistics, the accepted steps, the end."""
 
     def __init__(self, q0: np.ndarray, qd0: np.ndarray) -> None:
-        from .simulate import STEP_COLUMNS, _End
-
         self.states = [np.concatenate([q0, qd0])]
         self.cols: dict[str, list] = {k: [] for k in STEP_COLUMNS}
         self.t_taken: list[float] = []
@@ -134,8 +134,6 @@ class _Record:
         return True
 
     def trajectory(self, sim: "Simulator", opts: "AdaptiveOptions", t0: float, dt: float, wall: float) -> "Trajectory":
-        from .simulate import _columns
-
         X = np.array(self.states)
         n = len(X) - 1
         stats = {k: v[:n] for k, v in _columns(self.cols).items()}
@@ -183,7 +181,7 @@ def _rollout_native(sim: "Simulator", opts: AdaptiveOptions, q0: np.ndarray, qd0
                     steps: int, test: DivergenceTest, bar) -> "Trajectory":
     """The adaptive loop in the backend's runner, in pieces of about ``steps / PROGRESS_PIECES`` rows when
     a progress bar or the energy test needs them (identical results)."""
-    from .simulate import PROGRESS_PIECES, StepStats
+    from .rollouts import PROGRESS_PIECES
 
     dt = sim.config.dt
     grid = t0 + dt * np.arange(1, steps + 1)
@@ -225,8 +223,6 @@ def _rollout_native(sim: "Simulator", opts: AdaptiveOptions, q0: np.ndarray, qd0
 def _rollout_python(sim: "Simulator", opts: AdaptiveOptions, q0: np.ndarray, qd0: np.ndarray, t0: float,
                     steps: int, test: DivergenceTest, bar) -> "Trajectory":
     """The adaptive loop in Python (the ``casadi`` backend); ``pbf_adaptive.c`` is this loop in C."""
-    from .simulate import StepStats
-
     pb, nq, dt = sim.problem, sim.model.nq, sim.config.dt
     k_err = max(int(pb.error_order), 1)
     atol = opts.rtol if opts.atol is None else opts.atol

@@ -111,7 +111,7 @@ def pbf_forward_dynamics() -> list[PluginInfo]:
 
         - ``"depth"``: a callable ``depth(n, schedule="parallel") -> int``, the number of sequential
           levels (data-parallel launches) on a chain of ``n`` coordinates; ``schedule`` is a
-          :class:`pbframework.scan.Schedule` or its name (``"sequential"`` / ``"parallel"``).
+          :class:`pbframework.parallel.scan.Schedule` or its name (``"sequential"`` / ``"parallel"``).
         - ``"trees"``: ``True`` when branching models are supported (``False``: serial chains only; the
           build raises a ``ModelError`` naming the branching link).
 
@@ -164,7 +164,7 @@ def pbf_backends() -> list[PluginInfo]:
         ``init(q0, qd0, t0, dt, u=None) -> s0``, ``step(s, t, dt, u=None) -> (s_next, stats)``,
         ``rollout(q0, qd0, t0, dt, steps, u=None, state=None, first_step=0)`` (``state``: continue from
         row ``first_step`` of a rollout started at ``t0``, with its step times) and ``rollout_batch(Q0, QD0,
-        t0, dt, steps, U=None, threads=None)`` (results: :class:`pbframework.codegen.runner.RolloutArrays` and
+        t0, dt, steps, U=None, threads=None)`` (results: :class:`pbframework.codegen.step_runner.RolloutArrays` and
         ``BatchArrays``). :class:`~pbframework.simulate.Simulator` passes ``solver`` (positional),
         ``solver_options``, ``model``, ``on_failure``, ``max_halvings``, ``max_speed`` and the user's
         ``backend_options``.

@@ -1,7 +1,7 @@
 """The solve stage's dense arithmetic, in the operation order of the generated C driver.
 
 The Python solver loops (``plugins/solvers``) and :func:`pbframework.step.evaluator` use these instead of
-BLAS / LAPACK so that the CasADi-VM backend and the generated-C backend (``codegen/c_src/pbf_driver.c``:
+BLAS / LAPACK so that the CasADi-VM backend and the generated-C backend (``codegen/c_src/pbf_linalg.c``:
 ``pbf_dot``, ``pbf_chol``, ``pbf_chol_solve``, ``pbf_gemv``) round alike: every sum here is the C loop's
 sum, term for term, so a solver iteration gives the same bits on both backends. With LAPACK's blocked
 Cholesky and BLAS's dot products (their own, CPU-dependent summation orders) the two backends differed

@@ -25,7 +25,7 @@ import pytest
 
 import pbframework as pbf
 from pbframework.codegen.build import build_shared
-from pbframework.codegen.driver import emit_step_library, emit_sx_kernel, plan_kernels
+from pbframework.codegen.step_library import emit_step_library, emit_sx_kernel, plan_kernels
 from pbframework.codegen.emit import CSource
 from pbframework.registry import get_plugin
 from pbframework.simulate import Simulator

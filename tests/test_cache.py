@@ -18,8 +18,8 @@ import pytest
 import pbframework as pbf
 from pbframework.codegen.build import (build_shared, cache_clear, cache_dir, cache_entries, cache_info,
                                        compiler_version, default_cache_dir)
-from pbframework.codegen.driver import emit_step_library
-from pbframework.codegen.runner import CRunner
+from pbframework.codegen.step_library import emit_step_library
+from pbframework.codegen.step_runner import CRunner
 from pbframework.simulate import Simulator
 
 
@@ -53,7 +53,7 @@ def test_two_processes_building_the_same_model_at_once(tmp_path):
     script = textwrap.dedent("""
         import sys, numpy as np, pbframework as pbf
         from pbframework.simulate import Simulator
-        from pbframework.codegen.runner import CRunner
+        from pbframework.codegen.step_runner import CRunner
         model = pbf.models.chain(2)
         problem = Simulator(model, "pbad", order=2, solver="lm", dt=0.02).problem
         r = CRunner(problem, "lm", cache=sys.argv[1])

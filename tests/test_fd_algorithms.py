@@ -13,12 +13,12 @@ import numpy as np
 import pytest
 
 import pbframework as pbf
-from pbframework import globalform as G
+from pbframework.parallel import globalform as G
 from pbframework import models
 from pbframework.dynamics import forward_dynamics
 from pbframework.model import ArticulatedBody, Joint, Link, ModelError
 from pbframework.plugins.fd import abia, cfa, jsiia
-from pbframework.scan import Levels, Schedule
+from pbframework.parallel.scan import Levels, Schedule
 
 pin = pytest.importorskip("pinocchio")
 

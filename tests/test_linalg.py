@@ -1,5 +1,5 @@
 """pbframework.linalg: the C driver's dense arithmetic in NumPy. Reference: plain Python loops written as
-pbf_driver.c's (pbf_dot, pbf_chol, pbf_chol_solve), compared bitwise; and scipy for the mathematics."""
+pbf_linalg.c's (pbf_dot, pbf_chol, pbf_chol_solve), compared bitwise; and scipy for the mathematics."""
 
 from __future__ import annotations
 

@@ -11,8 +11,8 @@ import casadi as ca
 import numpy as np
 import pytest
 
-from pbframework import oddeven
-from pbframework.scan import Levels
+from pbframework.parallel import oddeven
+from pbframework.parallel.scan import Levels
 
 TOL_DOMINANT = 1e-12      # relative, block diagonally dominant SPD systems (cond ~ 10)
 EPS = np.finfo(float).eps

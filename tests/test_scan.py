@@ -12,9 +12,9 @@ import casadi as ca
 import numpy as np
 import pytest
 
-from pbframework import globalform as G
+from pbframework.parallel import globalform as G
 from pbframework import models
-from pbframework.scan import (CHUNK, AffineStep, Levels, Schedule, backward_scan, depth_levels, forward_scan,
+from pbframework.parallel.scan import (CHUNK, AffineStep, Levels, Schedule, backward_scan, depth_levels, forward_scan,
                               height, homogeneous, jump_plan, prefix_scan, solve_bidiagonal,
                               solve_bidiagonal_transpose)
 

@@ -1,6 +1,6 @@
 /* pbframework adaptive step-size control in C: pbframework.adaptive.rollout_adaptive, decision for decision.
  *
- * Included after pbf_driver.c when the step problem has a local error estimate and dense output (kernels
+ * Included after the driver (pbf_rollout.c) when the step problem has a local error estimate and dense output (kernels
  * pbfk_err (x, p) -> e of NQ and pbfk_dense (x, p, theta) -> [q; qd]; PBF_HAVE_ADAPTIVE). Portable C99, no
  * allocation, no host calls, like the driver.
  *

@@ -1,6 +1,6 @@
 /* pbframework batched rollouts on host threads (POSIX threads).
  *
- * Host-only: included after pbf_driver.c in the shared library build, never in the embedded or CUDA
+ * Host-only: included after the driver (pbf_*.c) in the shared library build, never in the embedded or CUDA
  * export. M independent rollouts are handed out one at a time (an atomic counter) to nthreads workers,
  * each with its own slice of the caller-owned work array; a trajectory's arithmetic does not depend on
  * which thread runs it, so every trajectory equals its single rollout bit for bit.

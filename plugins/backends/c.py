@@ -1,8 +1,8 @@
 """``c``: the step problem's whole solver loop as generated C, compiled into a cached shared library.
 
-``build(problem, **options)`` returns a :class:`pbframework.codegen.runner.CRunner`: one native call per
+``build(problem, **options)`` returns a :class:`pbframework.codegen.step_runner.CRunner`: one native call per
 step (``step``), per rollout (``rollout``) or per batch of rollouts spread over native threads
-(``rollout_batch``). Emitting the source (:mod:`pbframework.codegen.driver`) is separate from building and
+(``rollout_batch``). Emitting the source (:mod:`pbframework.codegen.step_library`) is separate from building and
 caching it (:mod:`pbframework.codegen.build`).
 
 Options (all optional):
@@ -18,7 +18,7 @@ Options (all optional):
 ``opt``            optimisation flag, ``"-O1"`` by default
 ``flags``          extra compiler flags
 ``threads``        default thread count of ``rollout_batch`` (default: all cores)
-``derivatives``    ``"auto"``, ``"full"`` or ``"directional"`` (see :func:`~pbframework.codegen.driver.plan_kernels`)
+``derivatives``    ``"auto"``, ``"full"`` or ``"directional"`` (see :func:`~pbframework.codegen.step_library.plan_kernels`)
 ``directions``     seed columns per directional kernel call
 ``metric``         ``"auto"``, ``"full"``, ``"directional"`` or ``"none"`` (how the problem's metric is built)
 ``emitter``        ``"chunked"`` (default) or ``"casadi"`` (``casadi.CodeGenerator``)
@@ -42,8 +42,8 @@ from pbframework.hookspecs import PluginInfo, hookimpl
 
 
 def build_c_backend(problem, solver: str = "lm", **options: Any):
-    """A :class:`~pbframework.codegen.runner.CRunner` for ``problem`` (see the module docstring)."""
-    from pbframework.codegen.runner import CRunner
+    """A :class:`~pbframework.codegen.step_runner.CRunner` for ``problem`` (see the module docstring)."""
+    from pbframework.codegen.step_runner import CRunner
 
     return CRunner(problem, solver, **options)
 

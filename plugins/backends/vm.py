@@ -103,8 +103,8 @@ class VMRunner:
 
     def rollout(self, q0, qd0, t0: float, dt: float, steps: int, u=None, *, state=None, first_step: int = 0):
         """``steps`` steps in a Python loop (continuing from the integrator state ``state``, row ``first_step``
-        of a rollout started at ``t0``, when given); returns :class:`~pbframework.codegen.runner.RolloutArrays`."""
-        from pbframework.codegen.runner import RolloutArrays
+        of a rollout started at ``t0``, when given); returns :class:`~pbframework.codegen.step_runner.RolloutArrays`."""
+        from pbframework.codegen.step_runner import RolloutArrays
 
         nq, uu = self.nq, self._u(u)
         t_start = time.perf_counter()
@@ -133,8 +133,8 @@ class VMRunner:
 
     def rollout_batch(self, Q0, QD0, t0: float, dt: float, steps: int, U=None, threads: int | None = None):
         """Rollouts one after the other (the VM path has no threads); a
-        :class:`~pbframework.codegen.runner.BatchArrays`."""
-        from pbframework.codegen.runner import BatchArrays
+        :class:`~pbframework.codegen.step_runner.BatchArrays`."""
+        from pbframework.codegen.step_runner import BatchArrays
 
         Q0, QD0 = np.atleast_2d(np.asarray(Q0, float)), np.atleast_2d(np.asarray(QD0, float))
         M, steps = Q0.shape[0], int(steps)

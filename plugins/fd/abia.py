@@ -23,12 +23,12 @@ import math
 
 import casadi as ca
 
-from pbframework.globalform import (GlobalForm, adjoints, as_column, force_transform_T, global_form,
+from pbframework.parallel.globalform import (GlobalForm, adjoints, as_column, force_transform_T, global_form,
                                     inertia_congruence, local_velocity_terms, motion_transform, parent_values,
                                     velocities, wide)
 from pbframework.hookspecs import PluginInfo, hookimpl
 from pbframework.model import ArticulatedBody
-from pbframework.scan import AffineStep, Levels, Schedule, backward_recursion, backward_scan, forward_scan
+from pbframework.parallel.scan import AffineStep, Levels, Schedule, backward_recursion, backward_scan, forward_scan
 
 _KERNELS: dict[str, ca.Function] = {}
 

@@ -12,7 +12,7 @@ Algorithm 1:
 2. ``A``, ``B``, ``C`` from the local quantities ``J_i^{-1}``, ``X_i``, ``W_i``, ``S_i`` (one level: every
    block depends on one or two neighbouring elements only);
 3. ``R = -B tau_d`` (one level);
-4. ``A F_c = R`` by odd-even elimination (:mod:`pbframework.oddeven`, ``ceil(log2 n)`` levels + 1);
+4. ``A F_c = R`` by odd-even elimination (:mod:`pbframework.parallel.oddeven`, ``ceil(log2 n)`` levels + 1);
 5. ``qdd = C tau_d + B^T F_c`` (one level).
 
 Depth on a chain of ``n``: ``4 ceil(log2 n) + 12`` with parallel scans (``O(log n)``, seed 003 §III),
@@ -33,11 +33,11 @@ import math
 import casadi as ca
 import numpy as np
 
-from pbframework import oddeven
-from pbframework.globalform import GlobalForm, adjoints, global_form, inverse_dynamics, symmetric_from_lower
+from pbframework.parallel import oddeven
+from pbframework.parallel.globalform import GlobalForm, adjoints, global_form, inverse_dynamics, symmetric_from_lower
 from pbframework.hookspecs import PluginInfo, hookimpl
 from pbframework.model import ArticulatedBody, ModelError
-from pbframework.scan import Levels, Schedule
+from pbframework.parallel.scan import Levels, Schedule
 
 _KERNELS: dict[str, ca.Function] = {}
 

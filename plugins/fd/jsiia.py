@@ -23,11 +23,11 @@ import math
 import casadi as ca
 import numpy as np
 
-from pbframework.globalform import (GlobalForm, adjoints, forces, inverse_dynamics, local_force_kernel,
+from pbframework.parallel.globalform import (GlobalForm, adjoints, forces, inverse_dynamics, local_force_kernel,
                                     global_form, motion_transform, torques, wide)
 from pbframework.hookspecs import PluginInfo, hookimpl
 from pbframework.model import ArticulatedBody
-from pbframework.scan import AffineStep, Levels, Schedule, forward_scan
+from pbframework.parallel.scan import AffineStep, Levels, Schedule, forward_scan
 
 _STEPS: dict[int, AffineStep] = {}
 

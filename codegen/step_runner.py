@@ -1,6 +1,6 @@
 """Run a step problem's generated C solver loop from Python: one step, one rollout, or a batch on threads.
 
-:class:`CRunner` emits the step library (:mod:`pbframework.codegen.driver`), builds it through the cache of
+:class:`CRunner` emits the step library (:mod:`pbframework.codegen.step_library`), builds it through the cache of
 :mod:`pbframework.codegen.build` and calls it with ctypes on NumPy arrays. Work arrays are allocated here,
 once, and handed to C (the C side never allocates). ::
 
@@ -28,7 +28,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from .build import DEFAULT_OPT, Library, build_shared
-from .driver import SOLVERS, DriverError, KernelPlan, emit_step_library
+from .step_library import SOLVERS, DriverError, KernelPlan, emit_step_library
 
 __all__ = ["CRunner", "RolloutArrays", "BatchArrays", "AdaptiveArrays", "REASONS", "FLOAT_TOLERANCE_FLOORS",
            "solver_option_vector"]
@@ -37,7 +37,7 @@ REASONS = ("gradient", "step", "precision", "max_iter", "non_finite", "line_sear
 """``SolveResult.reason`` for the C driver's reason codes."""
 
 _POLICY = {"stop": 0, "continue": 1, "raise": 2}
-"""``FailurePolicy`` values -> the C driver's ``PBF_FAIL_*`` codes (pbf_driver.c)."""
+"""``FailurePolicy`` values -> the C driver's ``PBF_FAIL_*`` codes (pbf_workspace.c)."""
 FLOAT_TOLERANCE_FLOORS = {1: 1e-6, 2: 1e-6, 12: 1e-4, 14: 1e-6}
 """Float builds: lower bounds of gtol (index 1), xtol (2), rtol (12) and residual_tol (14) of the option
 vector. Single precision resolves the dt^2-scaled objectives of the integrators to about 1e-7 (kg m^2) and
@@ -271,11 +271,11 @@ class CRunner:
         flags: extra compiler flags.
         threads: default thread count of :meth:`rollout_batch` (default: all cores).
         cache: cache root (default: :func:`pbframework.codegen.build.cache_dir`).
-        **emit_options: :func:`~pbframework.codegen.driver.emit_step_library` / ``plan_kernels`` options
+        **emit_options: :func:`~pbframework.codegen.step_library.emit_step_library` / ``plan_kernels`` options
             (``derivatives``, ``directions``, ``metric``, ``emitter``, ``chunk``).
 
     Attributes:
-        plan: the :class:`~pbframework.codegen.driver.KernelPlan`.
+        plan: the :class:`~pbframework.codegen.step_library.KernelPlan`.
         library: the built :class:`~pbframework.codegen.build.Library`.
         timings: seconds of ``plan`` (symbolic), ``emit`` (C text) and ``compile`` (0 on a cache hit).
         source_bytes: size of the generated source.
@@ -305,7 +305,7 @@ class CRunner:
         self._ctreal = ctypes.c_double if real == "double" else ctypes.c_float
         self._real_p = ctypes.POINTER(self._ctreal)
         self.threads = int(threads) if threads else (os.cpu_count() or 1)
-        from .driver import plan_kernels
+        from .step_library import plan_kernels
 
         plan_keys = {"derivatives", "directions", "metric", "full_max_instructions", "full_max_nx", "hoist",
                      "adaptive"}

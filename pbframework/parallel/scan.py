@@ -1,6 +1,6 @@
 """Block bi-diagonal systems solved as scans (seed 003 §II-B, Eq. 3-5), numeric and symbolic.
 
-The propagations of the global matrix form (:mod:`pbframework.globalform`, Eq. 2) are block bi-diagonal
+The propagations of the global matrix form (:mod:`pbframework.parallel.globalform`, Eq. 2) are block bi-diagonal
 solves. On a tree whose elements are numbered parents first (``parent[i] < i``) they read
 
 * forward  (``(I - Gamma) x = c``):    ``x_i = b_i x_{parent(i)} + c_i``, with ``x_{-1} = x0``;

@@ -22,7 +22,7 @@ against gravity) enters the roots. ``M(q) = S^T (I-Gamma)^{-T} J (I-Gamma)^{-1} 
 
 This module gives (1) :class:`GlobalForm`, the numeric data of a model; (2) dense numeric operators for
 checking Eq. 2 (:func:`operators`, :func:`mass_matrix`); (3) the per-element SX kernels and the symbolic
-propagations built from :mod:`pbframework.scan` (:func:`adjoints`, :func:`velocities`,
+propagations built from :mod:`pbframework.parallel.scan` (:func:`adjoints`, :func:`velocities`,
 :func:`accelerations`, :func:`forces`, :func:`inverse_dynamics`), on which the forward-dynamics plug-ins
 ``abia``, ``jsiia`` and ``cfa`` are built; (4) the FD-SCALING model (:func:`random_chain`) and its Pinocchio
 twin (:func:`to_pinocchio`) for reference tests and benchmarks.
@@ -36,9 +36,9 @@ from typing import Sequence
 import casadi as ca
 import numpy as np
 
-from .dynamics import motion_subspace, spatial_inertia
-from .kinematics import element_tree
-from .model import WORLD, ArticulatedBody, Joint, Link
+from ..dynamics import motion_subspace, spatial_inertia
+from ..kinematics import element_tree
+from ..model import WORLD, ArticulatedBody, Joint, Link
 from .scan import (AffineStep, Levels, Schedule, backward_scan, column_kernel, depth_levels, forward_scan,
                    take)
 
@@ -387,7 +387,7 @@ FORCE_STEP = AffineStep("pbf_force", lambda x, X: force_transform_T(X, x), 6, [(
 # Symbolic propagations (Eq. 2 as block bi-diagonal solves) on wide arrays
 # ======================================================================================================
 #
-# A wide array holds one block per element side by side (see pbframework.scan): twists are (6, n), adjoints
+# A wide array holds one block per element side by side (see pbframework.parallel.scan): twists are (6, n), adjoints
 # (12, n), inertias (6, 6n), coordinates (1, n).
 
 def as_column(a: np.ndarray) -> ca.DM:

@@ -22,7 +22,7 @@ only the previous level: one data-parallel operation per level. Afterwards ``x_i
 ``A`` every solve is with an SPD block; the symbolic kernels use an unrolled ``L D L^T`` factorisation.
 
 :func:`solve` is the numpy version (each level a batched ``np.linalg.solve``); :func:`solve_symbolic`
-builds the same levels as CasADi kernels on wide arrays (see :mod:`pbframework.scan`), and
+builds the same levels as CasADi kernels on wide arrays (see :mod:`pbframework.parallel.scan`), and
 :func:`oee_function` wraps it as a ``casadi.Function`` ``(D, U, R) -> x`` for any symmetric block
 tri-diagonal system.
 """
