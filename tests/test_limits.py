@@ -137,3 +137,14 @@ def test_panda_order_2_stays_within_its_limits_and_says_so(robots_dir, capsys):
     assert rc == 0 and "Status: ok." in out
     line = next(ln for ln in out.splitlines() if ln.startswith("Joint limits:"))
     assert line.startswith("Joint limits: all 9 limited joints within limits + 0.01 rad / 1 mm (worst excess ")
+    # the figures README quotes for this command, within 10%
+    import re
+    from pathlib import Path
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    quoted = re.search(r"worst excess ([\d.]+) rad at\s+#?\s*(\w+), t=[\d.]+ s; ([\d.]+) mm", readme)
+    ran = re.search(r"worst excess ([\d.]+) rad at\s+(\w+), t=[\d.]+ s; ([\d.]+) mm", line)
+    assert quoted and ran, line
+    assert float(ran.group(1)) == pytest.approx(float(quoted.group(1)), rel=0.1)
+    assert float(ran.group(3)) == pytest.approx(float(quoted.group(3)), rel=0.1)
+    assert ran.group(2) == quoted.group(2)
