@@ -9,8 +9,10 @@ can replace or add one, and caches the ``casadi.Function`` on the model):
 - :func:`nonlinear_effects` ``(q, v) -> h = C(q, v) v + g(q)``, :func:`gravity_torque` ``q -> g(q)``
 - :func:`forward_dynamics` ``(model, algorithm)``: any registered forward-dynamics plug-in.
 
-Velocities are the time derivatives of the model's coordinates (``v = dq/dt``), gravity is
-``model.gravity``. The ``build_*`` functions below are the built-in implementations; they run over the
+Velocities are the time derivatives of the model's coordinates (``v = dq/dt``) for hinges, slides and
+Euler-angle joints; for ``ball`` and ``free`` joints they are Pinocchio's (angular, and linear then angular,
+velocity in the child frame), so ``q`` has ``model.nq`` entries and ``v``, ``a``, ``tau`` ``model.nv``.
+Gravity is ``model.gravity``. The ``build_*`` functions below are the built-in implementations; they run over the
 elements of :func:`pbframework.kinematics.element_tree` in body coordinates (Featherstone's spatial
 algebra, motion vectors ``[omega; v]``).
 """
@@ -20,7 +22,7 @@ from __future__ import annotations
 import casadi as ca
 import numpy as np
 
-from .kinematics import Element, element_tree, joint_motion
+from .kinematics import Element, element_coordinates, element_tree, joint_motion
 from .model import ArticulatedBody
 
 
@@ -53,12 +55,120 @@ def spatial_inertia(mass: float, com: np.ndarray, inertia: np.ndarray) -> np.nda
 
 
 def motion_subspace(e: Element) -> np.ndarray:
+    """The motion subspace of a hinge or slide element: a 6-vector ``[omega; v]`` per unit rate."""
+    if e.nv != 1:
+        raise ValueError(f"element kind {e.kind!r} has {e.nv} velocities: use motion_subspace_matrix")
     s = np.zeros(6)
     if e.kind == "R":
         s[:3] = e.axis
     else:
         s[3:] = e.axis
     return s
+
+
+def motion_subspace_matrix(e: Element) -> np.ndarray:
+    """The motion subspace ``S`` (6 x nv) of any element: spatial velocity ``[omega; v] = S v_e`` in the
+    element frame (spherical: the angular velocity; free: Pinocchio's linear-then-angular order)."""
+    if e.kind == "S":
+        return np.vstack([np.eye(3), np.zeros((3, 3))])
+    if e.kind == "F":
+        return np.block([[np.zeros((3, 3)), np.eye(3)], [np.eye(3), np.zeros((3, 3))]])
+    return motion_subspace(e)[:, None]
+
+
+def _group_rnea(model: ArticulatedBody) -> ca.Function:
+    """RNEA over elements of any size (``ball`` / ``free`` among them): ``(q, v, a) -> tau``."""
+    tree = element_tree(model)
+    q, v, a = ca.SX.sym("q", model.nq), ca.SX.sym("v", model.nv), ca.SX.sym("a", model.nv)
+    X, vel, acc, f = [], [], [], []
+    for i, e in enumerate(tree.elements):
+        S = ca.DM(motion_subspace_matrix(e))
+        vs, As = ca.mtimes(S, v[tree.v_slice(i)]), ca.mtimes(S, a[tree.v_slice(i)])
+        Xi = parent_to_child(e, element_coordinates(tree, q, i))
+        vp = ca.SX.zeros(6) if e.parent < 0 else vel[e.parent]
+        ap = _gravity_accel(model) if e.parent < 0 else acc[e.parent]
+        vi = ca.mtimes(Xi, vp) + vs
+        ai = ca.mtimes(Xi, ap) + As + ca.mtimes(_crm(vi), vs)
+        I = ca.DM(spatial_inertia(e.mass, e.com, e.inertia))
+        X.append(Xi)
+        vel.append(vi)
+        acc.append(ai)
+        f.append(ca.mtimes(I, ai) + ca.mtimes(_crf(vi), ca.mtimes(I, vi)))
+    tau: list = [None] * len(tree.elements)
+    for i in reversed(range(len(tree.elements))):
+        e = tree.elements[i]
+        tau[i] = ca.mtimes(ca.DM(motion_subspace_matrix(e)).T, f[i])
+        if e.parent >= 0:
+            f[e.parent] = f[e.parent] + ca.mtimes(X[i].T, f[i])
+    return ca.Function("rnea", [q, v, a], [ca.vertcat(*tau)], ["q", "v", "a"], ["tau"])
+
+
+def _group_crba(model: ArticulatedBody) -> ca.Function:
+    """CRBA over elements of any size: ``q -> M`` (nv x nv)."""
+    tree = element_tree(model)
+    q = ca.SX.sym("q", model.nq)
+    n = len(tree.elements)
+    X = [parent_to_child(e, element_coordinates(tree, q, i)) for i, e in enumerate(tree.elements)]
+    Ic = [ca.SX(spatial_inertia(e.mass, e.com, e.inertia)) for e in tree.elements]
+    for i in reversed(range(n)):
+        p = tree.elements[i].parent
+        if p >= 0:
+            Ic[p] = Ic[p] + ca.mtimes([X[i].T, Ic[i], X[i]])
+    M = ca.SX.zeros(model.nv, model.nv)
+    for i, e in enumerate(tree.elements):
+        Si = ca.DM(motion_subspace_matrix(e))
+        F = ca.mtimes(Ic[i], Si)
+        vi = tree.v_slice(i)
+        M[vi, vi] = ca.mtimes(Si.T, F)
+        j = i
+        while tree.elements[j].parent >= 0:
+            F = ca.mtimes(X[j].T, F)
+            j = tree.elements[j].parent
+            blk = ca.mtimes(ca.DM(motion_subspace_matrix(tree.elements[j])).T, F)
+            M[tree.v_slice(j), vi] = blk
+            M[vi, tree.v_slice(j)] = blk.T
+    return ca.Function("crba", [q], [M], ["q"], ["M"])
+
+
+def _group_aba(model: ArticulatedBody) -> ca.Function:
+    """ABA over elements of any size: ``(q, v, tau) -> a`` (the k x k articulated inertias of multi-DOF
+    elements solved by a symbolic LDL^T)."""
+    tree = element_tree(model)
+    q, v, tau = ca.SX.sym("q", model.nq), ca.SX.sym("v", model.nv), ca.SX.sym("tau", model.nv)
+    n = len(tree.elements)
+    S = [ca.DM(motion_subspace_matrix(e)) for e in tree.elements]
+    X, vel, c, IA, pA = [], [], [], [], []
+    for i, e in enumerate(tree.elements):
+        Xi = parent_to_child(e, element_coordinates(tree, q, i))
+        vp = ca.SX.zeros(6) if e.parent < 0 else vel[e.parent]
+        vs = ca.mtimes(S[i], v[tree.v_slice(i)])
+        vi = ca.mtimes(Xi, vp) + vs
+        I = ca.SX(spatial_inertia(e.mass, e.com, e.inertia))
+        X.append(Xi)
+        vel.append(vi)
+        c.append(ca.mtimes(_crm(vi), vs))
+        IA.append(I)
+        pA.append(ca.mtimes(_crf(vi), ca.mtimes(I, vi)))
+    U, Dinv, u = [None] * n, [None] * n, [None] * n
+    for i in reversed(range(n)):
+        U[i] = ca.mtimes(IA[i], S[i])
+        D = ca.mtimes(S[i].T, U[i])
+        Dinv[i] = 1 / D if D.shape == (1, 1) else ca.inv(D)
+        u[i] = tau[tree.v_slice(i)] - ca.mtimes(S[i].T, pA[i])
+        p = tree.elements[i].parent
+        if p >= 0:
+            UD = ca.mtimes(U[i], Dinv[i])
+            Ia = IA[i] - ca.mtimes(UD, U[i].T)
+            pa = pA[i] + ca.mtimes(Ia, c[i]) + ca.mtimes(UD, u[i])
+            IA[p] = IA[p] + ca.mtimes([X[i].T, Ia, X[i]])
+            pA[p] = pA[p] + ca.mtimes(X[i].T, pa)
+    acc, qdd = [None] * n, [None] * n
+    for i, e in enumerate(tree.elements):
+        ap = _gravity_accel(model) if e.parent < 0 else acc[e.parent]
+        a1 = ca.mtimes(X[i], ap) + c[i]
+        qdd[i] = ca.mtimes(Dinv[i], u[i] - ca.mtimes(U[i].T, a1))
+        acc[i] = a1 + ca.mtimes(S[i], qdd[i])
+    return ca.Function("aba", [q, v, tau], [ca.vertcat(*qdd)], ["q", "v", "tau"], ["a"])
 
 
 def parent_to_child(e: Element, qi) -> ca.SX:
@@ -80,6 +190,8 @@ def _gravity_accel(model: ArticulatedBody) -> ca.DM:
 def build_rnea(model: ArticulatedBody) -> ca.Function:
     """Recursive Newton-Euler inverse dynamics ``(q, v, a) -> tau``, O(N)."""
     tree = element_tree(model)
+    if tree.on_group:
+        return _group_rnea(model)
     n = model.nq
     q, v, a = ca.SX.sym("q", n), ca.SX.sym("v", n), ca.SX.sym("a", n)
     X, vel, acc, f = [], [], [], []
@@ -108,6 +220,8 @@ def build_rnea(model: ArticulatedBody) -> ca.Function:
 def build_crba(model: ArticulatedBody) -> ca.Function:
     """Composite rigid body algorithm ``q -> M(q)``, O(N * depth)."""
     tree = element_tree(model)
+    if tree.on_group:
+        return _group_crba(model)
     n = model.nq
     q = ca.SX.sym("q", n)
     X = [parent_to_child(e, q[i]) for i, e in enumerate(tree.elements)]
@@ -131,6 +245,8 @@ def build_crba(model: ArticulatedBody) -> ca.Function:
 def build_aba(model: ArticulatedBody) -> ca.Function:
     """Articulated body algorithm ``(q, v, tau) -> a``, O(N)."""
     tree = element_tree(model)
+    if tree.on_group:
+        return _group_aba(model)
     n = model.nq
     q, v, tau = ca.SX.sym("q", n), ca.SX.sym("v", n), ca.SX.sym("tau", n)
     S = [ca.DM(motion_subspace(e)) for e in tree.elements]
@@ -168,15 +284,15 @@ def build_aba(model: ArticulatedBody) -> ca.Function:
 
 def build_nonlinear_effects(model: ArticulatedBody) -> ca.Function:
     """``(q, v) -> C(q, v) v + g(q)`` (the bias torques)."""
-    q, v = ca.SX.sym("q", model.nq), ca.SX.sym("v", model.nq)
-    h = rnea(model)(q, v, ca.SX.zeros(model.nq))
+    q, v = ca.SX.sym("q", model.nq), ca.SX.sym("v", model.nv)
+    h = rnea(model)(q, v, ca.SX.zeros(model.nv))
     return ca.Function("nle", [q, v], [h], ["q", "v"], ["h"])
 
 
 def build_gravity_torque(model: ArticulatedBody) -> ca.Function:
     """``q -> g(q)``: the generalised gravity force opposing motion (``tau`` that holds the body still)."""
     q = ca.SX.sym("q", model.nq)
-    z = ca.SX.zeros(model.nq)
+    z = ca.SX.zeros(model.nv)
     return ca.Function("gravity_torque", [q], [rnea(model)(q, z, z)], ["q"], ["g"])
 
 

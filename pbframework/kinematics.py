@@ -1,7 +1,8 @@
 """The kinematics stage: CasADi forward kinematics of an :class:`~pbframework.model.ArticulatedBody`.
 
-The model's joints are expanded into *elements*, one per generalised coordinate (an elementary hinge or
-slide), and fixed joints are merged into their parent element. Every symbolic algorithm (inertia integral,
+The model's joints are expanded into *elements*: one per coordinate of a hinge, slide or Euler-angle joint
+(an elementary hinge or slide), one per ``ball`` joint (a quaternion) or ``free`` joint (a position and a
+quaternion); fixed joints are merged into their parent element. Every symbolic algorithm (inertia integral,
 RNEA, CRBA, ABA) runs over these elements, link by link, so graph size grows linearly with the model.
 
 All functions are built once per model and cached on ``model.cache``.
@@ -14,17 +15,19 @@ from dataclasses import dataclass
 import casadi as ca
 import numpy as np
 
-from .model import WORLD, ArticulatedBody
+from .model import ELEMENT_NQ, ELEMENT_NV, WORLD, ArticulatedBody
 
 
 @dataclass(frozen=True)
 class Element:
-    """One generalised coordinate as an elementary joint.
+    """One elementary joint: a coordinate of a hinge / slide, or a whole ``ball`` / ``free`` joint.
 
     Attributes:
         parent: index of the parent element, -1 for the world.
         origin: 4x4 transform of the joint frame in the parent element's frame.
-        kind: ``"R"`` (hinge) or ``"P"`` (slide).
+        kind: ``"R"`` (hinge), ``"P"`` (slide), ``"S"`` (spherical: a unit quaternion ``(x, y, z, w)``,
+            angular velocity in the element frame) or ``"F"`` (free: a position in the parent frame and a
+            unit quaternion; linear then angular velocity in the element frame).
         axis: unit axis in the joint frame.
         mass, com, inertia: rigid-body inertia carried by this element's frame (links merged through
             fixed joints included; zero mass for the intermediate elements of a multi-DOF joint).
@@ -37,6 +40,14 @@ class Element:
     mass: float
     com: np.ndarray
     inertia: np.ndarray
+
+    @property
+    def nq(self) -> int:
+        return ELEMENT_NQ[self.kind]
+
+    @property
+    def nv(self) -> int:
+        return ELEMENT_NV[self.kind]
 
     @property
     def second_moment(self) -> np.ndarray:
@@ -53,13 +64,28 @@ class ElementTree:
     """A model expanded to one element per coordinate.
 
     Attributes:
-        elements: element ``i`` moves coordinate ``q[i]``.
+        elements: element ``i`` moves the configuration coordinates ``q[q_slice(i)]`` (``q[i]`` where every
+            element is a hinge or slide) with the velocities ``v[v_slice(i)]``.
         link_frame: for each link (model order), ``(element index or -1 for world, 4x4 offset)`` such that
             ``T_link = T_element @ offset``. Links welded to the world carry no dynamics.
+        q_start, v_start: first configuration / velocity coordinate of each element.
     """
 
     elements: tuple[Element, ...]
     link_frame: tuple[tuple[int, np.ndarray], ...]
+    q_start: tuple[int, ...] = ()
+    v_start: tuple[int, ...] = ()
+
+    def q_slice(self, i: int) -> slice:
+        return slice(self.q_start[i], self.q_start[i] + self.elements[i].nq)
+
+    def v_slice(self, i: int) -> slice:
+        return slice(self.v_start[i], self.v_start[i] + self.elements[i].nv)
+
+    @property
+    def on_group(self) -> bool:
+        """Whether an element is spherical or free (configuration and velocity sizes differ)."""
+        return any(e.kind in ("S", "F") for e in self.elements)
 
 
 def _add_inertia(m1, c1, I1, m2, c2, I2):
@@ -104,13 +130,14 @@ def element_tree(model: ArticulatedBody) -> ElementTree:
                               axis=np.asarray(axis, float), mass=0.0, com=np.zeros(3),
                               inertia=np.zeros((3, 3))))
             idx = len(elems) - 1
-        offset = origin if j.nq == 0 else np.eye(4)
+        offset = origin if not j.elementary() else np.eye(4)
         link_frame[j.child] = (idx, offset)
         attach(idx, offset, model.link(j.child))
-    tree = ElementTree(
-        elements=tuple(Element(**e) for e in elems),
-        link_frame=tuple(link_frame[x.name] for x in model.links),
-    )
+    elements = tuple(Element(**e) for e in elems)
+    q_start = tuple(int(v) for v in np.cumsum([0] + [e.nq for e in elements])[:-1])
+    v_start = tuple(int(v) for v in np.cumsum([0] + [e.nv for e in elements])[:-1])
+    tree = ElementTree(elements=elements, link_frame=tuple(link_frame[x.name] for x in model.links),
+                       q_start=q_start, v_start=v_start)
     model.cache["element_tree"] = tree
     return tree
 
@@ -131,11 +158,33 @@ def axis_rotation(axis: np.ndarray, angle) -> ca.SX:
     return ca.DM.eye(3) + s * ca.DM(K) + (1 - c) * ca.DM(K @ K)
 
 
+def quaternion_matrix(quat) -> ca.SX:
+    """Rotation matrix of a unit quaternion ``(x, y, z, w)`` (Pinocchio's / Eigen's coefficient order)."""
+    x, y, z, w = quat[0], quat[1], quat[2], quat[3]
+    return ca.vertcat(
+        ca.horzcat(1 - 2 * (y * y + z * z), 2 * (x * y - z * w), 2 * (x * z + y * w)),
+        ca.horzcat(2 * (x * y + z * w), 1 - 2 * (x * x + z * z), 2 * (y * z - x * w)),
+        ca.horzcat(2 * (x * z - y * w), 2 * (y * z + x * w), 1 - 2 * (x * x + y * y)))
+
+
 def joint_motion(element: Element, qi) -> tuple[ca.SX, ca.SX]:
-    """(R, p) of the element frame in its joint frame for coordinate value ``qi``."""
+    """(R, p) of the element frame in its joint frame for the element's coordinates ``qi`` (a scalar for
+    hinges and slides, the quaternion for ``S``, position and quaternion for ``F``)."""
     if element.kind == "R":
         return axis_rotation(element.axis, qi), ca.DM.zeros(3, 1)
-    return ca.DM.eye(3), ca.DM(element.axis) * qi
+    if element.kind == "P":
+        return ca.DM.eye(3), ca.DM(element.axis) * qi
+    if element.kind == "S":
+        return quaternion_matrix(qi), ca.DM.zeros(3, 1)
+    return quaternion_matrix(qi[3:7]), qi[0:3]
+
+
+def element_coordinates(tree: ElementTree, q, i: int):
+    """Element ``i``'s configuration coordinates in ``q`` (a scalar for hinges and slides)."""
+    e = tree.elements[i]
+    if e.nq == 1:
+        return q[tree.q_start[i]] if tree.q_start else q[i]
+    return q[tree.q_slice(i)]
 
 
 def element_poses(model: ArticulatedBody, q) -> list[tuple]:
@@ -143,7 +192,7 @@ def element_poses(model: ArticulatedBody, q) -> list[tuple]:
     tree = element_tree(model)
     poses: list[tuple] = []
     for i, e in enumerate(tree.elements):
-        Rj, pj = joint_motion(e, q[i])
+        Rj, pj = joint_motion(e, element_coordinates(tree, q, i))
         R0, p0 = ca.DM(e.origin[:3, :3]), ca.DM(e.origin[:3, 3])
         if e.parent < 0:
             Rp, pp = ca.DM.eye(3), ca.DM.zeros(3, 1)

@@ -6,9 +6,11 @@ model (``model.cache``), so a model must not be mutated after construction.
 
 Coordinates
 -----------
-Every joint contributes ``JointType.nq`` generalised coordinates, in the order the joints appear in
-``model.joints`` (topological: a parent's joint before its children's). Multi-DOF joints are compositions of
-elementary hinges / slides about fixed local axes, applied in this order:
+Every joint contributes ``JointType.nq`` configuration coordinates and ``JointType.nv`` velocity
+coordinates, in the order the joints appear in ``model.joints`` (topological: a parent's joint before its
+children's); ``model.nq`` and ``model.nv`` are their totals, equal unless the model has ``ball`` or ``free``
+joints. Euler-angle joints are compositions of elementary hinges / slides about fixed local axes, applied in
+this order; ``ball`` and ``free`` are Pinocchio's spherical and free-flyer joints, on the rotation group:
 
 ========== ==== ===========================================================================
 type        nq   motion (intrinsic, applied left to right after the joint origin)
@@ -19,10 +21,17 @@ prismatic   1    translation along ``axis``
 ball2       2    rotation about local y, then about local z (the papers' ball joint)
 spherical   3    rotations about local x, y, z (intrinsic XYZ Euler angles)
 floating    6    translations along x, y, z, then rotations about x, y, z (intrinsic)
+ball        4    unit quaternion ``(qx, qy, qz, qw)`` of the child in the joint frame; nv = 3: the
+                 angular velocity in the child frame
+free        7    position ``(x, y, z)`` in the parent (world) frame, then a unit quaternion; nv = 6: the
+                 linear and then the angular velocity, both in the child frame (Pinocchio's order)
 ========== ==== ===========================================================================
 
-``model.dof_names`` names each coordinate: the joint's name for a 1-DOF joint, ``<joint>:<axis>``
-otherwise (axes ``x y z`` for translations, ``rx ry rz`` for rotations).
+``model.dof_names`` names each configuration coordinate: the joint's name for a 1-DOF joint,
+``<joint>:<axis>`` otherwise (axes ``x y z`` for translations, ``rx ry rz`` for rotations, ``qx qy qz qw``
+for quaternions); ``model.velocity_names`` names the velocity coordinates (the same for every joint but
+``ball`` / ``free``: ``vx vy vz`` and ``wx wy wz``). Configurations of ``ball`` / ``free`` joints move on the
+group: :func:`pbframework.kinematics.q_integrate` and :func:`~pbframework.kinematics.q_difference`.
 """
 
 from __future__ import annotations
@@ -54,6 +63,8 @@ class JointType(str, enum.Enum):
         SPHERICAL: intrinsic x-y-z Euler angles (3 coordinates).
         FLOATING: translation x, y, z then intrinsic x-y-z Euler angles (6 coordinates), the papers'
             "6-DOF rigid transformation" of a free base.
+        BALL: a unit quaternion (4 coordinates, 3 velocities), Pinocchio's spherical joint.
+        FREE: a position and a unit quaternion (7 coordinates, 6 velocities), Pinocchio's free flyer.
     """
 
     FIXED = "fixed"
@@ -62,10 +73,18 @@ class JointType(str, enum.Enum):
     BALL2 = "ball2"
     SPHERICAL = "spherical"
     FLOATING = "floating"
+    BALL = "ball"
+    FREE = "free"
 
     @property
     def nq(self) -> int:
-        return len(_ELEMENTARY[self])
+        """Configuration coordinates."""
+        return sum(ELEMENT_NQ[kind] for kind, _, _ in _ELEMENTARY[self])
+
+    @property
+    def nv(self) -> int:
+        """Velocity coordinates."""
+        return sum(ELEMENT_NV[kind] for kind, _, _ in _ELEMENTARY[self])
 
     @classmethod
     def parse(cls, value: "JointType | str", *, where: str) -> "JointType":
@@ -82,6 +101,12 @@ class JointType(str, enum.Enum):
 
 
 _EX, _EY, _EZ = (1.0, 0.0, 0.0), (0.0, 1.0, 0.0), (0.0, 0.0, 1.0)
+ELEMENT_NQ = {"R": 1, "P": 1, "S": 4, "F": 7}
+"""Configuration coordinates of an element kind: hinge ``R``, slide ``P``, spherical ``S``, free ``F``."""
+ELEMENT_NV = {"R": 1, "P": 1, "S": 3, "F": 6}
+"""Velocity coordinates of an element kind."""
+_Q_LABELS = {"S": ("qx", "qy", "qz", "qw"), "F": ("x", "y", "z", "qx", "qy", "qz", "qw")}
+_V_LABELS = {"S": ("wx", "wy", "wz"), "F": ("vx", "vy", "vz", "wx", "wy", "wz")}
 # Elementary motions of each joint type: (kind, axis, axis label); axis None = use Joint.axis.
 _ELEMENTARY: dict[JointType, tuple[tuple[str, tuple[float, float, float] | None, str], ...]] = {
     JointType.FIXED: (),
@@ -93,6 +118,8 @@ _ELEMENTARY: dict[JointType, tuple[tuple[str, tuple[float, float, float] | None,
         ("P", _EX, "x"), ("P", _EY, "y"), ("P", _EZ, "z"),
         ("R", _EX, "rx"), ("R", _EY, "ry"), ("R", _EZ, "rz"),
     ),
+    JointType.BALL: (("S", _EZ, "ball"),),
+    JointType.FREE: (("F", _EZ, "free"),),
 }
 
 
@@ -274,12 +301,31 @@ class Joint:
     def nq(self) -> int:
         return self.type.nq
 
+    @property
+    def nv(self) -> int:
+        return self.type.nv
+
     def elementary(self) -> list[tuple[str, np.ndarray, str]]:
-        """The joint's motion as elementary hinges ('R') / slides ('P'): (kind, unit axis, dof name)."""
+        """The joint's motion as elements: hinges ('R') / slides ('P') about a unit axis, or one spherical
+        ('S', quaternion) / free ('F', position and quaternion) element: (kind, unit axis, name)."""
         out = []
         for kind, ax, label in _ELEMENTARY[self.type]:
             axis = self.axis if ax is None else np.asarray(ax)
             out.append((kind, axis, self.name if not label else f"{self.name}:{label}"))
+        return out
+
+    def q_names(self) -> list[str]:
+        """Names of the joint's configuration coordinates."""
+        out = []
+        for kind, _, name in self.elementary():
+            out.extend([f"{self.name}:{x}" for x in _Q_LABELS[kind]] if kind in _Q_LABELS else [name])
+        return out
+
+    def v_names(self) -> list[str]:
+        """Names of the joint's velocity coordinates."""
+        out = []
+        for kind, _, name in self.elementary():
+            out.extend([f"{self.name}:{x}" for x in _V_LABELS[kind]] if kind in _V_LABELS else [name])
         return out
 
 
@@ -358,8 +404,8 @@ class ArticulatedBody:
                                  f"and {j.name!r} (a tree allows one)")
             parent_joint[j.child] = j
         for j in joints:
-            if j.type is JointType.FLOATING and j.parent != WORLD:
-                raise ModelError(f"joint {j.name!r} of link {j.child!r}: a floating joint must have parent "
+            if j.type in (JointType.FLOATING, JointType.FREE) and j.parent != WORLD:
+                raise ModelError(f"joint {j.name!r} of link {j.child!r}: a {j.type.value} joint must have parent "
                                  f"{WORLD!r}, got {j.parent!r}")
         roots = [x.name for x in links if x.name not in parent_joint]
         world_children = [j.child for j in joints if j.parent == WORLD]
@@ -400,22 +446,45 @@ class ArticulatedBody:
         self.gravity = _vec3(gravity, f"model {self.name!r}: gravity")
         self.gravity.setflags(write=False)
         names: list[str] = []
+        vnames: list[str] = []
         self.joint_q_index: dict[str, slice] = {}
+        self.joint_v_index: dict[str, slice] = {}
         for j in self.joints:
-            start = len(names)
-            names.extend(n for _, _, n in j.elementary())
+            start, vstart = len(names), len(vnames)
+            names.extend(j.q_names())
+            vnames.extend(j.v_names())
             self.joint_q_index[j.name] = slice(start, len(names))
+            self.joint_v_index[j.name] = slice(vstart, len(vnames))
         if len(set(names)) != len(names):
             dup = sorted({n for n in names if names.count(n) > 1})
             raise ModelError(f"model {self.name!r}: coordinate names collide: {dup}")
         self.dof_names: tuple[str, ...] = tuple(names)
+        self.velocity_names: tuple[str, ...] = tuple(vnames)
         self.cache: dict = {}
 
     # -- sizes and look-ups ------------------------------------------------------------------------
     @property
     def nq(self) -> int:
-        """Number of generalised coordinates (= number of velocities)."""
+        """Number of configuration coordinates."""
         return len(self.dof_names)
+
+    @property
+    def nv(self) -> int:
+        """Number of velocity coordinates (``nq`` minus one per ``ball`` and ``free`` joint)."""
+        return len(self.velocity_names)
+
+    @property
+    def on_group(self) -> bool:
+        """Whether some joint's configuration lives on the rotation group (``ball`` / ``free``: nq != nv)."""
+        return any(j.type in (JointType.BALL, JointType.FREE) for j in self.joints)
+
+    def neutral(self) -> np.ndarray:
+        """The neutral configuration: zeros, with every quaternion the identity ``(0, 0, 0, 1)``."""
+        q = np.zeros(self.nq)
+        for j in self.joints:
+            if j.type in (JointType.BALL, JointType.FREE):
+                q[self.joint_q_index[j.name].stop - 1] = 1.0
+        return q
 
     @property
     def nlinks(self) -> int:
@@ -427,7 +496,7 @@ class ArticulatedBody:
 
     @property
     def has_floating_base(self) -> bool:
-        return any(j.type is JointType.FLOATING for j in self.joints)
+        return any(j.type in (JointType.FLOATING, JointType.FREE) for j in self.joints)
 
     def link(self, name: str) -> Link:
         try:
@@ -463,16 +532,32 @@ class ArticulatedBody:
         return sum(len(x.contact_points) for x in self.links)
 
     def check_state(self, q, what: str = "q") -> np.ndarray:
-        """Return ``q`` as a float vector of length ``nq``; raise ValueError naming what is wrong."""
-        a = np.asarray(q, dtype=float)
-        if a.ndim != 1 or a.shape[0] != self.nq:
-            raise ValueError(f"{what}: expected a vector of length nq={self.nq} for model {self.name!r}, "
+        """Return ``q`` as a float vector of length ``nq``; raise ValueError naming what is wrong (a
+        quaternion of a ``ball`` / ``free`` joint must have unit norm to 1e-9)."""
+        a = self._check_vector(q, what, self.nq, "nq", self.dof_names)
+        for j in self.joints:
+            if j.type in (JointType.BALL, JointType.FREE):
+                sl = self.joint_q_index[j.name]
+                n = float(np.linalg.norm(a[sl.stop - 4:sl.stop]))
+                if abs(n - 1.0) > 1e-9:
+                    raise ValueError(f"{what}: the quaternion of {j.type.value} joint {j.name!r} has norm {n:.12g}, "
+                                     f"not 1 (see model.neutral() for the identity)")
+        return a
+
+    def check_velocity(self, v, what: str = "v") -> np.ndarray:
+        """Return ``v`` as a float vector of length ``nv``; raise ValueError naming what is wrong."""
+        return self._check_vector(v, what, self.nv, "nv", self.velocity_names)
+
+    def _check_vector(self, x, what: str, n: int, size: str, names: Sequence[str]) -> np.ndarray:
+        a = np.asarray(x, dtype=float)
+        if a.ndim != 1 or a.shape[0] != n:
+            raise ValueError(f"{what}: expected a vector of length {size}={n} for model {self.name!r}, "
                              f"got shape {a.shape}")
         bad = np.flatnonzero(~np.isfinite(a))
         if bad.size:
-            raise ValueError(f"{what}: non-finite value {a[bad[0]]} at coordinate {self.dof_names[bad[0]]!r}")
+            raise ValueError(f"{what}: non-finite value {a[bad[0]]} at coordinate {names[bad[0]]!r}")
         return a
 
     def __repr__(self) -> str:
         return (f"ArticulatedBody({self.name!r}, links={self.nlinks}, joints={len(self.joints)}, "
-                f"nq={self.nq})")
+                f"nq={self.nq}" + (f", nv={self.nv}" if self.nv != self.nq else "") + ")")

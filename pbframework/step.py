@@ -777,10 +777,18 @@ def build_step(model: ArticulatedBody, integrator: str, config: StepConfig,
 
     Raises:
         UnknownPluginError: no integrator of that name (lists the available ones).
-        StepError: unsupported order, or a force model in a form the integrator cannot accept.
+        StepError: unsupported order, a force model in a form the integrator cannot accept, or a model
+            with ``ball`` / ``free`` joints (quaternions) for an integrator that does not say
+            ``meta["group"]`` (it would treat a quaternion as four independent coordinates).
     """
     info = integrator_info(integrator)
     config = resolve_config(integrator, config, forces)
+    if getattr(model, "on_group", False) and not info.meta.get("group", False):
+        joints = [j.name for j in model.joints if j.type.value in ("ball", "free")]
+        raise StepError(f"integrator {integrator!r} does not step on the rotation group yet: model "
+                        f"{model.name!r} has ball / free joints ({', '.join(joints)}; nq={model.nq}, nv={model.nv}). "
+                        f"Its dynamics (pbframework.dynamics) take them; to simulate, use Euler-angle joints "
+                        f"('spherical', 'floating', or load_urdf(..., floating_base=True))")
     key = ("step_problem", integrator, config.key(), tuple(force_key(f) for f in forces))
     cached = model.cache.get(key)
     if cached is not None:

@@ -119,7 +119,8 @@ def test_duplicate_link_and_joint_names():
 
 def test_unsupported_joint_type_lists_supported():
     with pytest.raises(ModelError, match=r"joint 'knee' of link 'shin': unsupported type 'planar' \(supported: "
-                                         r"fixed, revolute, prismatic, ball2, spherical, floating, continuous\)"):
+                                         r"fixed, revolute, prismatic, ball2, spherical, floating, ball, free, "
+                                         r"continuous\)"):
         Joint("knee", "planar", "thigh", "shin")
 
 

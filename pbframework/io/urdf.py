@@ -411,7 +411,7 @@ def _urdf_edge(j: ET.Element, src: str, index: int) -> _Edge:
                  velocity)
 
 
-def load_urdf(path: str | os.PathLike, floating_base: bool = False, *, limits: bool = True,
+def load_urdf(path: str | os.PathLike, floating_base: bool | str = False, *, limits: bool = True,
               balance_inertia: bool = False) -> ArticulatedBody:
     """Load a URDF file as an :class:`~pbframework.model.ArticulatedBody`.
 
@@ -423,6 +423,9 @@ def load_urdf(path: str | os.PathLike, floating_base: bool = False, *, limits: b
             ``world`` link through a fixed joint, that joint is replaced by the floating one (its origin is
             dropped, so the coordinates are the root link's world pose; Pinocchio instead floats the world
             link, which differs from this by that joint's origin when it is not the identity).
+            ``"free"``: the same with a ``free`` joint instead (a position and a unit quaternion, nq 7 and
+            nv 6: Pinocchio's ``JointModelFreeFlyer``, no gimbal lock); the dynamics take it, the
+            integrators do not yet (the Simulator refuses it in one line).
         limits: where a revolute or prismatic joint has a ``<limit>``, give the model the ``joint_limits``
             force (default parameters) in ``model.default_forces``, so every Simulator of it holds the joints
             inside their limits. ``False``: the limits stay on the joints as data, and nothing enforces them.
@@ -503,6 +506,10 @@ def load_urdf(path: str | os.PathLike, floating_base: bool = False, *, limits: b
         if e.type is JointType.FLOATING and e.parent != WORLD:
             raise ModelError(f"{src}: joint {e.name!r} of link {e.child!r}: a 'floating' joint must have the "
                              f"world link as parent, got {e.parent!r}")
+    if floating_base not in (False, True, "free", "floating"):
+        raise ModelError(f"{src}: floating_base must be False, True (or 'floating': Euler angles) or 'free' "
+                         f"(a quaternion), got {floating_base!r}")
+    base_type = JointType.FREE if floating_base == "free" else JointType.FLOATING
     if floating_base:
         world_edges = [e for e in edges if e.parent == WORLD]
         if any(e.type is JointType.FLOATING for e in world_edges):
@@ -513,11 +520,11 @@ def load_urdf(path: str | os.PathLike, floating_base: bool = False, *, limits: b
                 raise ModelError(f"{src}: floating_base=True needs the world link to hold the robot by one fixed "
                                  f"joint, got {[(e.name, e.type.value) for e in world_edges]}")
             e = world_edges[0]
-            e.name, e.type, e.origin = ROOT_JOINT, JointType.FLOATING, np.eye(4)
+            e.name, e.type, e.origin = ROOT_JOINT, base_type, np.eye(4)
         else:
             if ROOT_JOINT in seen:
                 raise ModelError(f"{src}: floating_base=True adds a joint {ROOT_JOINT!r}, but the file already "
                                  f"has a joint of that name")
-            edges.insert(0, _Edge(ROOT_JOINT, JointType.FLOATING, WORLD, root_link, np.eye(4)))
+            edges.insert(0, _Edge(ROOT_JOINT, base_type, WORLD, root_link, np.eye(4)))
     name = root.get("name") or Path(src).stem
     return _assemble(bodies, edges, src, name, limits=limits, balance=balance_inertia)

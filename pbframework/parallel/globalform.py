@@ -110,6 +110,11 @@ def global_form(model: ArticulatedBody) -> GlobalForm:
     if key in model.cache:
         return model.cache[key]
     tree = element_tree(model)
+    if tree.on_group:
+        bad = sorted({j.name for j in model.joints if j.type.value in ("ball", "free")})
+        raise ValueError(f"model {model.name!r}: the seed-003 global form takes hinges and slides (revolute, "
+                         f"prismatic and the Euler-angle joints built from them); ball / free joints "
+                         f"({', '.join(bad)}) are quaternions: use fd='aba'")
     n = len(tree.elements)
     S = np.zeros((n, 6))
     J = np.zeros((n, 6, 6))

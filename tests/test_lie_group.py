@@ -1,0 +1,172 @@
+"""Ball and free joints on the rotation group (issue 17, first part): quaternion configurations, nq != nv,
+the exponential and logarithm maps, and RNEA / CRBA / ABA against Pinocchio's spherical and free-flyer
+joints (solo12 and anymal with a free base, a random chain of 12 ball joints)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import casadi as ca
+import numpy as np
+import pytest
+
+import pbframework as pbf
+from pbframework import dynamics
+from pbframework.io.urdf import ROOT_JOINT
+from pbframework.lie import q_difference, q_integrate, quat_exp, quat_log
+from pbframework.model import ArticulatedBody, Joint, JointType, Link, ModelError, transform
+
+pin = pytest.importorskip("pinocchio")
+
+TOL = 1e-9
+
+
+def random_quaternion(rng) -> np.ndarray:
+    q = rng.normal(size=4)
+    return q / np.linalg.norm(q)
+
+
+def rel_err(a, b) -> float:
+    return float(np.linalg.norm(np.asarray(a) - b) / max(np.linalg.norm(b), 1.0))
+
+
+def ball_chain(n: int, rng) -> tuple[ArticulatedBody, "pin.Model"]:
+    """``n`` links on ball joints with random offsets and inertias, in pbframework and in Pinocchio."""
+    links, joints = [], []
+    pm = pin.Model()
+    pm.gravity = pin.Motion(np.array([0.0, 0.0, -9.81, 0.0, 0.0, 0.0]))
+    parent_id = 0
+    for i in range(n):
+        com, mass = rng.uniform(-0.3, 0.3, 3), float(rng.uniform(0.5, 2.0))
+        a, b, c = rng.uniform(0.1, 1.0, 3)                     # a box's inertia, turned at random
+        R = np.linalg.qr(rng.normal(size=(3, 3)))[0]
+        inertia = R @ np.diag(mass / 12 * np.array([b * b + c * c, a * a + c * c, a * a + b * b])) @ R.T
+        xyz, rpy = rng.uniform(-0.5, 0.5, 3), rng.uniform(-np.pi, np.pi, 3)
+        links.append(Link(f"l{i}", mass=mass, com=com, inertia=inertia))
+        if i:
+            joints.append(Joint(f"j{i}", "ball", f"l{i - 1}", f"l{i}", origin=transform(xyz, rpy)))
+        else:
+            joints.append(Joint("j0", "ball", "world", "l0", origin=transform(xyz, rpy)))
+        T = transform(xyz, rpy)
+        jid = pm.addJoint(parent_id, pin.JointModelSpherical(), pin.SE3(T[:3, :3], T[:3, 3]), f"j{i}")
+        pm.appendBodyToJoint(jid, pin.Inertia(mass, com, inertia), pin.SE3.Identity())
+        parent_id = jid
+    return ArticulatedBody(links, joints, name=f"ballchain{n}"), pm
+
+
+def free_base(robots_dir: Path, rel: str) -> tuple[ArticulatedBody, "pin.Model", np.ndarray, np.ndarray]:
+    """A URDF with a free base in both, and the maps of our q / v coordinates to Pinocchio's."""
+    path = robots_dir / rel
+    ours = pbf.load_urdf(path, floating_base="free", limits=False)
+    pm = pin.buildModelFromUrdf(str(path), pin.JointModelFreeFlyer())
+    qperm, vperm = np.full(pm.nq, -1), np.full(pm.nv, -1)
+    for i in range(1, pm.njoints):
+        jm, name = pm.joints[i], pm.names[i]
+        qs, vs = ours.joint_q_index[name], ours.joint_v_index[name]
+        assert (qs.stop - qs.start, vs.stop - vs.start) == (jm.nq, jm.nv), name
+        qperm[jm.idx_q:jm.idx_q + jm.nq] = np.arange(qs.start, qs.stop)
+        vperm[jm.idx_v:jm.idx_v + jm.nv] = np.arange(vs.start, vs.stop)
+    assert sorted(qperm) == list(range(ours.nq)) and sorted(vperm) == list(range(ours.nv))
+    return ours, pm, qperm, vperm
+
+
+def compare_dynamics(ours: ArticulatedBody, pm, qperm, vperm, rng, trials: int = 3) -> None:
+    data = pm.createData()
+    rnea, crba, aba = dynamics.rnea(ours), dynamics.crba(ours), dynamics.aba(ours)
+    for _ in range(trials):
+        q = rng.uniform(-1.5, 1.5, ours.nq)
+        for j in ours.joints:
+            if j.type in (JointType.BALL, JointType.FREE):
+                sl = ours.joint_q_index[j.name]
+                q[sl.stop - 4:sl.stop] = random_quaternion(rng)
+        v, a, tau = (rng.normal(size=ours.nv) for _ in range(3))
+        qp, vp, ap, taup = q[qperm], v[vperm], a[vperm], tau[vperm]
+        assert rel_err(np.asarray(rnea(q, v, a)).ravel()[vperm], pin.rnea(pm, data, qp, vp, ap)) < TOL
+        pin.crba(pm, data, qp)
+        M = np.triu(data.M) + np.triu(data.M, 1).T
+        assert rel_err(np.asarray(crba(q))[np.ix_(vperm, vperm)], M) < TOL
+        assert rel_err(np.asarray(aba(q, v, tau)).ravel()[vperm], pin.aba(pm, data, qp, vp, taup)) < TOL
+
+
+def test_ball_and_free_joint_sizes_names_and_neutral():
+    m, _ = ball_chain(3, np.random.default_rng(0))
+    assert (m.nq, m.nv) == (12, 9) and m.on_group
+    assert m.dof_names[:4] == ("j0:qx", "j0:qy", "j0:qz", "j0:qw") and m.velocity_names[:3] == ("j0:wx", "j0:wy", "j0:wz")
+    q = m.neutral()
+    assert np.array_equal(q[:4], [0, 0, 0, 1]) and m.check_state(q) is not None
+    with pytest.raises(ValueError, match="quaternion of ball joint 'j0' has norm 0, not 1"):
+        m.check_state(np.zeros(12))
+    with pytest.raises(ValueError, match="length nv=9"):
+        m.check_velocity(np.zeros(12))
+    assert JointType.FREE.nq == 7 and JointType.FREE.nv == 6 and "nv=9" in repr(m)
+    with pytest.raises(ModelError, match="a free joint must have parent 'world'"):
+        ArticulatedBody([Link("a", mass=1.0), Link("b", mass=1.0)],
+                        [Joint("r", "revolute", "world", "a"), Joint("f", "free", "a", "b")])
+
+
+def test_exponential_and_logarithm_agree_with_pinocchio(robots_dir):
+    rng = np.random.default_rng(1)
+    ours, pm, qperm, vperm = free_base(robots_dir, "solo_description/robots/solo12.urdf")
+    integ, diff = q_integrate(ours), q_difference(ours)
+    for scale in (1e-9, 1e-4, 0.3, 2.5):
+        q0 = pin.randomConfiguration(pm, -np.ones(pm.nq), np.ones(pm.nq))
+        v = scale * rng.normal(size=pm.nv)
+        q0_ours, v_ours = np.zeros(ours.nq), np.zeros(ours.nv)
+        q0_ours[qperm], v_ours[vperm] = q0, v
+        q1 = pin.integrate(pm, q0, v)
+        q1_ours = np.asarray(integ(q0_ours, v_ours)).ravel()
+        got = q1_ours[qperm]
+        if np.dot(got[3:7], q1[3:7]) < 0:                     # q and -q are the same rotation
+            got[3:7] *= -1
+        assert np.abs(got - q1).max() < 1e-12 and abs(np.linalg.norm(q1_ours[3:7]) - 1) < 1e-14
+        v_back = np.asarray(diff(q0_ours, q1_ours)).ravel()
+        if scale < 1:                                          # rotations below pi: the log is v itself
+            assert np.abs(v_back - v_ours).max() < 1e-10
+        assert np.abs(v_back[vperm] - pin.difference(pm, q0, q1)).max() < 1e-10 * max(1.0, scale)
+        again = np.asarray(integ(q0_ours, v_back)).ravel()
+        sign = np.sign(np.dot(again[3:7], q1_ours[3:7]))
+        assert np.abs(np.concatenate([again[:3], sign * again[3:7], again[7:]]) - q1_ours).max() < 1e-10
+
+
+def test_maps_are_smooth_at_the_identity():
+    """Derivatives through the series branches are finite and equal the exact map's nearby."""
+    w = ca.SX.sym("w", 3)
+    J = ca.Function("J", [w], [ca.jacobian(quat_exp(w), w)])
+    at0 = np.asarray(J([0, 0, 0]))
+    assert np.all(np.isfinite(at0)) and np.allclose(at0[:3], 0.5 * np.eye(3)) and np.allclose(at0[3], 0)
+    near = np.asarray(J([1e-3, -2e-3, 0.5e-3]))
+    assert np.allclose(near, np.asarray(J([1.001e-3, -2e-3, 0.5e-3])), atol=1e-6)
+    q = ca.SX.sym("q", 4)
+    L = ca.Function("L", [q], [ca.jacobian(quat_log(q), q)])
+    assert np.all(np.isfinite(np.asarray(L([0, 0, 0, 1]))))
+    assert np.allclose(np.asarray(ca.Function("r", [w], [quat_log(quat_exp(w))])([0.3, -2.0, 1.0])).ravel(),
+                       [0.3, -2.0, 1.0])
+
+
+def test_random_ball_chain_dynamics_equal_pinocchio():
+    rng = np.random.default_rng(2)
+    ours, pm = ball_chain(12, rng)
+    compare_dynamics(ours, pm, np.arange(ours.nq), np.arange(ours.nv), rng)
+
+
+@pytest.mark.parametrize("rel", ["solo_description/robots/solo12.urdf",
+                                 "anymal_b_simple_description/robots/anymal.urdf"])
+def test_free_base_dynamics_equal_pinocchio(robots_dir, rel):
+    rng = np.random.default_rng(3)
+    ours, pm, qperm, vperm = free_base(robots_dir, rel)
+    assert ours.joint(ROOT_JOINT).type is JointType.FREE and (ours.nq, ours.nv) == (pm.nq, pm.nv)
+    compare_dynamics(ours, pm, qperm, vperm, rng)
+
+
+def test_seed_003_algorithms_refuse_quaternion_joints():
+    ours, _ = ball_chain(2, np.random.default_rng(4))
+    for algorithm in ("abia", "jsiia", "cfa"):
+        with pytest.raises(Exception, match="ball / free joints .* are quaternions: use fd='aba'"):
+            dynamics.forward_dynamics(ours, algorithm)
+
+
+def test_integrators_refuse_quaternion_models_in_one_line():
+    ours, _ = ball_chain(2, np.random.default_rng(5))
+    for integrator in ("pbad", "rk4"):
+        with pytest.raises(pbf.step.StepError, match="does not step on the rotation group yet.*nq=8, nv=6"):
+            pbf.Simulator(ours, integrator, dt=0.01)
