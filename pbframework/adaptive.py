@@ -41,7 +41,7 @@ import numpy as np
 
 from .linalg import dot
 from .records import STEP_COLUMNS, _columns, _End
-from .step import StepError, restart_state
+from .step import StepError, restart_state, solve_step
 from .stepping import StepStats
 from .verdict import DivergenceTest, FailurePolicy
 
@@ -119,7 +119,7 @@ class _Record:
         if test.energy_limit is None or len(self.states) - 1 <= first:
             return False
         rows = np.array(self.states[1 + first:])
-        T, V = sim.energy(rows[:, :sim.model.nq], rows[:, sim.model.nq:])
+        T, V = sim.energy(rows[:, :sim.model.nq], rows[:, sim.model.nq:sim.model.nq + sim.model.nv])
         i, why = test.first_bad(rows, T + V)
         if i is None:
             return False
@@ -223,7 +223,7 @@ def _rollout_native(sim: "Simulator", opts: AdaptiveOptions, q0: np.ndarray, qd0
 def _rollout_python(sim: "Simulator", opts: AdaptiveOptions, q0: np.ndarray, qd0: np.ndarray, t0: float,
                     steps: int, test: DivergenceTest, bar) -> "Trajectory":
     """The adaptive loop in Python (the ``casadi`` backend); ``pbf_adaptive.c`` is this loop in C."""
-    pb, nq, dt = sim.problem, sim.model.nq, sim.config.dt
+    pb, nq, nv, dt = sim.problem, sim.model.nq, sim.model.nv, sim.config.dt
     k_err = max(int(pb.error_order), 1)
     atol = opts.rtol if opts.atol is None else opts.atol
     h_max = 10.0 * dt if opts.h_max is None else opts.h_max
@@ -246,9 +246,9 @@ def _rollout_python(sim: "Simulator", opts: AdaptiveOptions, q0: np.ndarray, qd0
             sh = sim._init(q0, qd0, t0, h)
         else:
             sh = s if h == h_state else restart_state(pb, s, h_state, h / h_state)
-        u = sim.inputs(t, sh[:nq], sh[nq:2 * nq])
+        u = sim.inputs(t, sh[:nq], sh[nq:nq + nv])
         p = np.asarray(pb.params(sh, t, h, u)).ravel()
-        res = sim.solver.solve(pb, np.asarray(pb.guess(p)).ravel(), p)
+        res = solve_step(sim.solver, pb, np.asarray(pb.guess(p)).ravel(), p)
         acc["iterations"] += res.iterations
         acc["evaluations"] += res.evaluations
         err = math.inf

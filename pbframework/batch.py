@@ -32,7 +32,7 @@ class Batches:
 
         Args:
             Q0: initial configurations, shape (M, nq).
-            QD0: initial velocities, shape (M, nq) (default zeros).
+            QD0: initial velocities, shape (M, nv) (default zeros).
             duration, steps, t0: as :meth:`rollout`.
             threads: native threads (``c`` backend).
 
@@ -42,13 +42,13 @@ class Batches:
         Raises:
             StepFailure: an unconverged step under the ``raise`` policy.
         """
-        dt, nq = self.config.dt, self.model.nq
+        dt, nq, nv = self.config.dt, self.model.nq, self.model.nv
         Q0 = np.atleast_2d(np.asarray(Q0, dtype=float))
         if Q0.ndim != 2 or Q0.shape[1] != nq:
             raise StepError(f"Q0 must be an (M, {nq}) array of initial configurations, got shape {Q0.shape}")
-        QD0 = np.zeros_like(Q0) if QD0 is None else np.atleast_2d(np.asarray(QD0, dtype=float))
-        if QD0.shape != Q0.shape:
-            raise StepError(f"QD0 must have the shape of Q0 {Q0.shape}, got {QD0.shape}")
+        QD0 = np.zeros((Q0.shape[0], nv)) if QD0 is None else np.atleast_2d(np.asarray(QD0, dtype=float))
+        if QD0.shape != (Q0.shape[0], nv):
+            raise StepError(f"QD0 must be an ({Q0.shape[0]}, {nv}) array of initial velocities, got shape {QD0.shape}")
         if not (np.all(np.isfinite(Q0)) and np.all(np.isfinite(QD0))):
             raise StepError("Q0 and QD0 must be finite")
         if threads is not None and (isinstance(threads, bool) or not isinstance(threads, (int, np.integer))
@@ -96,7 +96,7 @@ class Batches:
             stats = {k: np.zeros((M, steps), dtype=trajs[0].stats[k].dtype) for k in names}
             for m, tr in enumerate(trajs):
                 k = tr.steps
-                states[m, :k + 1, :nq], states[m, :k + 1, nq:2 * nq] = tr.q, tr.qd
+                states[m, :k + 1, :nq], states[m, :k + 1, nq:nq + nv] = tr.q, tr.qd
                 states[m, k + 1:] = states[m, k]
                 T[m, :k + 1], V[m, :k + 1] = tr.kinetic, tr.potential
                 T[m, k + 1:], V[m, k + 1:] = tr.kinetic[-1], tr.potential[-1]
@@ -123,7 +123,7 @@ class Batches:
                 "energy_limit": self.energy_limit if self.energy_checked else None}
         build_time = 0.0 if self._build_time_reported else self.build_time
         self._build_time_reported = True
-        return BatchTrajectory(t=t0 + np.arange(steps + 1) * dt, q=states[:, :, :nq], qd=states[:, :, nq:2 * nq],
+        return BatchTrajectory(t=t0 + np.arange(steps + 1) * dt, q=states[:, :, :nq], qd=states[:, :, nq:nq + nv],
                                kinetic=T, potential=V, energy=T + V, stats=stats, steps_done=np.asarray(done),
                                diverged=status == Status.DIVERGED.value, wall_time=wall, build_time=build_time,
                                info=info, status=status.astype(str), failure_time=failure_time)

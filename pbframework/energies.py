@@ -28,7 +28,7 @@ class Energies:
         key = ("_energy_fn", tuple(repr(f) for f in self.forces))
         fn = self.model.cache.get(key)
         if fn is None:
-            q, v = ca.SX.sym("q", self.model.nq), ca.SX.sym("v", self.model.nq)
+            q, v = ca.SX.sym("q", self.model.nq), ca.SX.sym("v", self.model.nv)
             T = 0.5 * ca.dot(v, ca.mtimes(crba(self.model)(q), v))
             V = potential_energy_function(self.model, self.forces)(q)
             fn = ca.Function("energy", [q, v], [T, V], ["q", "qd"], ["T", "V"])
@@ -36,7 +36,8 @@ class Energies:
         return fn
 
     def energy(self, q: np.ndarray, qd: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Kinetic and potential energy of states given as arrays of shape (nq,) or (n, nq)."""
+        """Kinetic and potential energy of configurations ``q`` (shape (nq,) or (n, nq)) and velocities ``qd``
+        ((nv,) or (n, nv))."""
         q, qd = np.atleast_2d(q), np.atleast_2d(qd)
         n = q.shape[0]
         T, V = self.energy_function.map(n)(q.T, qd.T)
@@ -60,19 +61,19 @@ class Energies:
         T, V = self.state_energy(states, dt)
         if self.problem.kinetic is not None:
             states = np.asarray(states, dtype=float)
-            nq = self.model.nq
-            T[..., 0] = self.energy(states[..., 0, :nq], states[..., 0, nq:2 * nq])[0].reshape(T[..., 0].shape)
+            nq, nv = self.model.nq, self.model.nv
+            T[..., 0] = self.energy(states[..., 0, :nq], states[..., 0, nq:nq + nv])[0].reshape(T[..., 0].shape)
         return T, V
 
     def state_energy(self, states: np.ndarray, dt: float | None = None) -> tuple[np.ndarray, np.ndarray]:
         """Reported kinetic and potential energy of integrator states (any shape ``(..., ns)``), each as
         a step's result: the problem's own kinetic energy where it has one (see :meth:`rollout_energy`)."""
         states = np.asarray(states, dtype=float)
-        nq, shape = self.model.nq, states.shape[:-1]
+        nq, nv, shape = self.model.nq, self.model.nv, states.shape[:-1]
         flat = states.reshape(-1, states.shape[-1])
         if not len(flat):
             return np.zeros(shape), np.zeros(shape)
-        T, V = self.energy(flat[:, :nq], flat[:, nq:2 * nq])
+        T, V = self.energy(flat[:, :nq], flat[:, nq:nq + nv])
         T, V = T.reshape(shape), V.reshape(shape)
         if self.problem.kinetic is not None:
             step = self.config.dt if dt is None else float(dt)
@@ -87,7 +88,7 @@ class Energies:
         if self.energy_scale is not None:
             return float(self.energy_scale)
         q0 = self.model.check_state(q0, "q0")
-        qd0 = np.zeros(self.model.nq) if qd0 is None else self.model.check_state(qd0, "qd0")
+        qd0 = np.zeros(self.model.nv) if qd0 is None else self.model.check_velocity(qd0, "qd0")
         T0 = float(self.energy(q0, qd0)[0][0])
         reach = sum(float(np.linalg.norm(j.origin[:3, 3])) for j in self.model.joints)
         reach += max((float(np.linalg.norm(lk.com)) for lk in self.model.links), default=0.0)
@@ -98,13 +99,13 @@ class Energies:
     def divergence_test(self, q0, qd0=None) -> DivergenceTest:
         """The :class:`~pbframework.verdict.DivergenceTest` of a rollout from ``(q0, qd0)``."""
         q0 = self.model.check_state(q0, "q0")
-        qd0 = np.zeros(self.model.nq) if qd0 is None else self.model.check_state(qd0, "qd0")
+        qd0 = np.zeros(self.model.nv) if qd0 is None else self.model.check_velocity(qd0, "qd0")
         scale = self.divergence_scale(q0, qd0) if self.energy_checked else 0.0
         if scale < ENERGY_SCALE_FLOOR:               # no energy scale (no gravity, at rest): no energy test
-            return DivergenceTest(self.model.nq, self.max_speed)
+            return DivergenceTest(self.model.nq, self.max_speed, nv=self.model.nv)
         T0, V0 = self.energy(q0, qd0)
         return DivergenceTest(self.model.nq, self.max_speed, self.energy_limit / 100.0 * scale,
-                              float(T0[0] + V0[0]))
+                              float(T0[0] + V0[0]), nv=self.model.nv)
 
     @property
     def energy_scale(self) -> float | None:

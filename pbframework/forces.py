@@ -53,6 +53,10 @@ class ForceModel:
     still fluid, friction): a :class:`~pbframework.simulate.Simulator` whose force models all say ``False``
     marks a rollout ``diverged`` where its energy rises above its start by more than ``energy_limit``.
     The default ``True`` is the safe one for a new model: no energy test."""
+    group: ClassVar[bool] = False
+    """Whether the model's forms take models with ``ball`` / ``free`` joints (configurations of ``nq``
+    entries, generalised forces of ``nv``: the gradient along the tangent, see
+    :func:`tangent_gradient`). Integrators refuse other force models on such models."""
     dissipative: ClassVar[bool] = False
     """Whether this force removes energy (damping, drag, friction, a contact's damping): the summary then
     expects a conservative integrator's energy to fall."""
@@ -128,3 +132,17 @@ def potential_energy_function(model: ArticulatedBody, forces) -> ca.Function:
         if e is not None:
             total = total + e
     return ca.Function("potential_energy", [q], [total], ["q"], ["V"])
+
+
+def tangent_gradient(model: ArticulatedBody, energy, name: str) -> ca.Function:
+    """``q -> dV/dq`` (``nq`` entries) for a model without ``ball`` / ``free`` joints, else ``q -> d/de
+    V(q_integrate(q, e))`` at ``e = 0`` (``nv`` entries: the gradient along the configuration's tangent, the
+    generalised force's dual of Pinocchio's velocities). ``energy(model, q)`` is the symbolic energy."""
+    q = ca.SX.sym("q", model.nq)
+    if not model.on_group:
+        return ca.Function(name, [q], [ca.gradient(energy(model, q), q)])
+    from .lie import q_integrate
+
+    e = ca.SX.sym("e", model.nv)
+    g = ca.gradient(energy(model, q_integrate(model)(q, e)), e)
+    return ca.Function(name, [q], [ca.substitute(g, e, ca.DM.zeros(model.nv))])

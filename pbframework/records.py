@@ -61,8 +61,8 @@ class Records:
     """Mixin of :class:`~pbframework.simulate.Simulator`: a loop's records as a trajectory."""
 
     def _trajectory(self, t, states, stats, wall, end: "_End", t0, adaptive: dict | None = None) -> Trajectory:
-        nq, dt = self.model.nq, self.config.dt
-        q_arr, qd_arr = states[:, :nq], states[:, nq:2 * nq]
+        nq, nv, dt = self.model.nq, self.model.nv, self.config.dt
+        q_arr, qd_arr = states[:, :nq], states[:, nq:nq + nv]
         if adaptive is None:
             T, V = self.rollout_energy(states)
         else:             # dense output [q; qd]: no history node, the exact kinetic energy
@@ -83,7 +83,8 @@ class Records:
             warnings.warn(f"{self.integrator}/{self.solver_name}: {what}", RuntimeWarning, stacklevel=3)
         pb = self.problem
         info = {
-            "model": self.model.name, "nq": nq, "dof_names": list(self.model.dof_names),
+            "model": self.model.name, "nq": nq, "nv": nv, "dof_names": list(self.model.dof_names),
+            "velocity_names": list(self.model.velocity_names),
             "integrator": self.integrator, "order": pb.order,
             "objective": pb.objective.value if pb.objective else None, "kind": pb.kind.value,
             "implicit": self.implicit, "solver": self.solver_name,

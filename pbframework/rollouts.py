@@ -53,7 +53,7 @@ class Rollouts:
         """Simulate from ``(q0, qd0)`` for ``duration`` seconds (or ``steps`` steps).
 
         Args:
-            q0, qd0: initial configuration and velocity, numpy arrays of length ``model.nq`` (qd0 default 0).
+            q0, qd0: initial configuration (length ``model.nq``) and velocity (length ``model.nv``; default 0).
             duration: simulated time in seconds (rounded up to whole steps).
             steps: number of steps instead of ``duration``.
             t0: initial time.
@@ -72,7 +72,7 @@ class Rollouts:
         """
         steps = self.steps_for(duration, steps)
         q0 = self.model.check_state(q0, "q0")
-        qd0 = np.zeros(self.model.nq) if qd0 is None else self.model.check_state(qd0, "qd0")
+        qd0 = np.zeros(self.model.nv) if qd0 is None else self.model.check_velocity(qd0, "qd0")
         test = self.divergence_test(q0, qd0)
         with single_threaded_blas():
             if self.adaptive is not None:

@@ -184,7 +184,7 @@ class StepProblem:
             entry of ``p``, so the same problem steps with any dt).
         nq: configuration size of the model.
         nx: number of unknowns (0 for explicit problems).
-        ns: state size (``>= 2 nq``; ``s[:nq]`` is q, ``s[nq:2nq]`` the velocity estimate).
+        ns: state size (``>= nq + nv``; ``s[:nq]`` is q, ``s[nq:nq + nv]`` the velocity estimate).
         nu: number of per-step force inputs (``u``; 0 for most force sets).
         np: parameter size, ``ns + 2 + nu`` (``p = [s; dt; t; u]``).
         order: the order actually built.
@@ -201,6 +201,8 @@ class StepProblem:
             ``q_reverse`` take twice as many; :func:`start_configurations`).
         error_order: the power of ``dt`` that ``error_estimate`` scales with (0 without one).
         meta: integrator-specific facts (collocation nodes, ...).
+        nv: velocity size of the model (``None``: ``nq``; smaller with ``ball`` / ``free`` joints, whose
+            residual blocks, metric and velocities have ``nv`` entries).
     """
 
     integrator: str
@@ -231,9 +233,12 @@ class StepProblem:
     start_offset: float = 0.0
     start_substeps: int = 8
     meta: Mapping[str, Any] = field(default_factory=dict)
+    nv: int | None = None
     _derived: dict = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
+        if self.nv is None:
+            self.nv = self.nq
         n_in = self.init.n_in()
         if n_in != len(INIT_NAMES):
             raise StepError(f"{self.integrator}: init must take {len(INIT_NAMES)} inputs "
@@ -362,6 +367,16 @@ class SolveResult:
         return float(self.grad_norm)
 
 
+def solve_step(solver, problem: "StepProblem", x0: np.ndarray, p: np.ndarray) -> SolveResult:
+    """``solver.solve(problem, x0, p)``, with a step whose metric is not positive definite (a mass matrix
+    singular in its chart: an Euler-angle joint in gimbal lock) an unconverged result with reason
+    ``"singular_metric"`` instead of an exception, so the failure policy (halving, stop) handles it."""
+    try:
+        return solver.solve(problem, x0, p)
+    except np.linalg.LinAlgError:
+        return SolveResult(np.asarray(x0, float), 0, float("inf"), False, "singular_metric")
+
+
 @runtime_checkable
 class Solver(Protocol):
     """The object a solver plug-in's ``build(**options)`` returns."""
@@ -401,9 +416,9 @@ def residual_weight(problem: StepProblem, p: np.ndarray) -> _BlockWeight | None:
     if problem.kind is not ProblemKind.LEAST_SQUARES or problem.metric is None:
         return None
     n_r = problem.residual.size1_out(0)
-    if n_r % problem.nq:
-        raise StepError(f"{problem.integrator}: residual length {n_r} is not a multiple of nq={problem.nq}")
-    return _BlockWeight(np.asarray(problem.metric(p)), n_r // problem.nq)
+    if n_r % problem.nv:
+        raise StepError(f"{problem.integrator}: residual length {n_r} is not a multiple of nv={problem.nv}")
+    return _BlockWeight(np.asarray(problem.metric(p)), n_r // problem.nv)
 
 
 def restart_state(problem: StepProblem, s: np.ndarray, dt: float, ratio: float) -> np.ndarray:
@@ -604,11 +619,11 @@ def potential_expr(model: ArticulatedBody, forces: Sequence[Any], q_next, q_cur,
 
 
 def generalized_force_expr(model: ArticulatedBody, forces: Sequence[Any], q, qd, t, u=None):
-    """Sum of the generalised forces of those ``forces`` that have that form, at (q, qd, t; u)."""
-    total = ca.SX.zeros(model.nq)
+    """Sum of the generalised forces (``nv`` entries) of those ``forces`` that have that form, at (q, qd, t; u)."""
+    total = ca.SX.zeros(model.nv)
     for f, sl in zip(forces, input_slices(model, forces)):
         if ForceForm.GENERALIZED_FORCE in force_forms(f):
-            total = total + ca.reshape(f.generalized_force(model, q, qd, t, **_u_kw(u, sl)), model.nq, 1)
+            total = total + ca.reshape(f.generalized_force(model, q, qd, t, **_u_kw(u, sl)), model.nv, 1)
     return total
 
 
@@ -721,9 +736,10 @@ def split_params(p, ns: int):
     return p[:ns], p[ns], p[ns + 1], p[ns + 2:]
 
 
-def init_symbols(nq: int, nu: int):
-    """Symbols ``(q0, qd0, t0, dt, u0, q_start, q_check, q_reverse)`` of an ``init`` function."""
-    return (ca.SX.sym("q0", nq), ca.SX.sym("qd0", nq), ca.SX.sym("t0"), ca.SX.sym("dt"), ca.SX.sym("u0", nu),
+def init_symbols(nq: int, nu: int, nv: int | None = None):
+    """Symbols ``(q0, qd0, t0, dt, u0, q_start, q_check, q_reverse)`` of an ``init`` function (``qd0`` of
+    ``nv`` entries, default ``nq``)."""
+    return (ca.SX.sym("q0", nq), ca.SX.sym("qd0", nq if nv is None else nv), ca.SX.sym("t0"), ca.SX.sym("dt"), ca.SX.sym("u0", nu),
             ca.SX.sym("q_start", nq), ca.SX.sym("q_check", nq), ca.SX.sym("q_reverse", nq))
 
 
@@ -783,12 +799,18 @@ def build_step(model: ArticulatedBody, integrator: str, config: StepConfig,
     """
     info = integrator_info(integrator)
     config = resolve_config(integrator, config, forces)
-    if getattr(model, "on_group", False) and not info.meta.get("group", False):
+    if getattr(model, "on_group", False):
         joints = [j.name for j in model.joints if j.type.value in ("ball", "free")]
-        raise StepError(f"integrator {integrator!r} does not step on the rotation group yet: model "
-                        f"{model.name!r} has ball / free joints ({', '.join(joints)}; nq={model.nq}, nv={model.nv}). "
-                        f"Its dynamics (pbframework.dynamics) take them; to simulate, use Euler-angle joints "
-                        f"('spherical', 'floating', or load_urdf(..., floating_base=True))")
+        if not info.meta.get("group", False):
+            raise StepError(f"integrator {integrator!r} does not step on the rotation group yet: model "
+                            f"{model.name!r} has ball / free joints ({', '.join(joints)}; nq={model.nq}, "
+                            f"nv={model.nv}); pbad and the Euler baselines do (or use Euler-angle joints: "
+                            f"'spherical', 'floating', load_urdf(..., floating_base=True))")
+        flat = [getattr(f, "name", str(f)) for f in forces if not getattr(f, "group", False)]
+        if flat:
+            raise StepError(f"force model(s) {', '.join(flat)} do not take ball / free joints yet (model "
+                            f"{model.name!r}: {', '.join(joints)}): their forces are per configuration "
+                            f"coordinate; gravity does")
     key = ("step_problem", integrator, config.key(), tuple(force_key(f) for f in forces))
     cached = model.cache.get(key)
     if cached is not None:

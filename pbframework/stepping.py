@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from .step import SolveResult, StepError, initial_state, restart_state
+from .step import SolveResult, StepError, initial_state, restart_state, solve_step
 from .verdict import FailurePolicy
 
 
@@ -69,7 +69,7 @@ class Stepping:
     def initial_state(self, q0, qd0=None, t0: float = 0.0) -> np.ndarray:
         """The integrator's state at ``t0`` from configuration ``q0`` and velocity ``qd0`` (default 0)."""
         q0 = self.model.check_state(q0, "q0")
-        qd0 = np.zeros(self.model.nq) if qd0 is None else self.model.check_state(qd0, "qd0")
+        qd0 = np.zeros(self.model.nv) if qd0 is None else self.model.check_velocity(qd0, "qd0")
         if not math.isfinite(float(t0)):
             raise StepError(f"t0 must be finite, got {t0!r}")
         return self._init(q0, qd0, float(t0), self.config.dt)
@@ -102,12 +102,12 @@ class Stepping:
 
     def _solve(self, s: np.ndarray, t: float, dt: float) -> tuple[np.ndarray, StepStats]:
         pb = self.problem
-        nq = self.model.nq
-        p = np.asarray(pb.params(s, t, dt, self.inputs(t, s[:nq], s[nq:2 * nq]))).ravel()
+        nq, nv = self.model.nq, self.model.nv
+        p = np.asarray(pb.params(s, t, dt, self.inputs(t, s[:nq], s[nq:nq + nv]))).ravel()
         if not self.implicit:
             return np.asarray(pb.advance(np.zeros(0), p)).ravel(), StepStats()
         x0 = np.asarray(pb.guess(p)).ravel()
-        res: SolveResult = self.runner.solve(x0, p) if self.runner is not None else self.solver.solve(pb, x0, p)
+        res: SolveResult = self.runner.solve(x0, p) if self.runner is not None else solve_step(self.solver, pb, x0, p)
         s_next = np.asarray(pb.advance(res.x, p)).ravel()
         return s_next, StepStats(res.iterations, res.grad_norm, bool(res.converged), 0, res.evaluations, 0,
                                  res.residual(pb.kind), str(res.reason))

@@ -116,12 +116,14 @@ class DivergenceTest:
         max_speed: largest allowed ``|qd|`` (rad/s or m/s).
         energy_limit: largest allowed energy above ``energy0`` in joules, or None (no energy test).
         energy0: the start's exact energy in joules.
+        nv: velocity size (default ``nq``; smaller for models with ``ball`` / ``free`` joints).
     """
 
     nq: int
     max_speed: float
     energy_limit: float | None = None
     energy0: float = 0.0
+    nv: int | None = None
 
     def first_bad(self, states: np.ndarray, energy: np.ndarray | None = None) -> tuple[int | None, str | None]:
         """The index of the first row of ``states`` (rows ``[q; qd; ...]``) that fails the test and why
@@ -129,10 +131,11 @@ class DivergenceTest:
         energies) is needed where the energy test applies."""
         states = np.atleast_2d(states)
         nq = self.nq
-        qq = states[:, :2 * nq]
+        nv = nq if self.nv is None else self.nv
+        qq = states[:, :nq + nv]
         with np.errstate(invalid="ignore"):
             finite = np.all(np.isfinite(qq), axis=1)
-            speed = np.max(np.abs(np.nan_to_num(states[:, nq:2 * nq], nan=np.inf)), axis=1,
+            speed = np.max(np.abs(np.nan_to_num(states[:, nq:nq + nv], nan=np.inf)), axis=1,
                            initial=0.0) > self.max_speed
             energy_bad = np.zeros(len(states), bool)
             if self.energy_limit is not None and energy is not None:

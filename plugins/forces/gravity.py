@@ -5,7 +5,7 @@ from __future__ import annotations
 import casadi as ca
 import numpy as np
 
-from pbframework.forces import ForceForm, ForceModel
+from pbframework.forces import ForceForm, ForceModel, tangent_gradient
 from pbframework.hookspecs import PluginInfo, hookimpl
 from pbframework.kinematics import link_poses
 from pbframework.model import ArticulatedBody
@@ -23,6 +23,7 @@ class Gravity(ForceModel):
     name = "gravity"
     forms = frozenset({ForceForm.POTENTIAL, ForceForm.GENERALIZED_FORCE})
     energy_input = False
+    group = True
 
     def __init__(self, scale: float = 1.0) -> None:
         scale = float(scale)
@@ -47,7 +48,11 @@ class Gravity(ForceModel):
         key = ("gravity_force", self.scale)
         if key not in model.cache:  # built once on fresh symbols, so q may be symbolic or numeric
             qs = ca.SX.sym("q", model.nq)
-            model.cache[key] = ca.Function("gravity_force", [qs], [-ca.gradient(self.energy(model, qs), qs)])
+            if model.on_group:      # the gradient along the tangent: nv entries
+                grad = tangent_gradient(model, self.energy, "gravity_gradient")
+                model.cache[key] = ca.Function("gravity_force", [qs], [-grad(qs)])
+            else:
+                model.cache[key] = ca.Function("gravity_force", [qs], [-ca.gradient(self.energy(model, qs), qs)])
         return model.cache[key](q)
 
 

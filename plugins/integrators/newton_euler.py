@@ -16,6 +16,11 @@ rk3                    3      Kutta's third order: ``k3 = f(s - dt k1 + 2 dt k2,
 rk4                    4      the classic fourth-order Runge-Kutta method
 =====================  =====  ==========================================================================
 
+On models with ``ball`` / ``free`` joints the state is ``[q (nq); v (nv)]`` and the Euler updates move the
+configuration on the group, ``q' = q (+) dt v`` (:func:`pbframework.lie.q_integrate`), so quaternions stay
+unit; the Runge-Kutta methods need the exponential map's differential in their stages and do not take such
+models yet (they refuse them in one line).
+
 Per-step force inputs ``u`` (``ForceModel.n_inputs``) are held constant over the step (zero-order hold).
 The problems are :attr:`~pbframework.step.ProblemKind.EXPLICIT`: ``advance(x_empty, p)`` is the next
 state, no solver runs. The velocity reported is the state's ``qd``.
@@ -27,6 +32,7 @@ import casadi as ca
 
 from pbframework.forces import ForceForm
 from pbframework.hookspecs import PluginInfo, hookimpl
+from pbframework.lie import q_integrate
 from pbframework.model import ArticulatedBody
 from pbframework.step import (
     INIT_NAMES, ProblemKind, StepConfig, StepProblem, acceleration_expr, force_label, init_symbols,
@@ -46,10 +52,10 @@ def _builder(method: str):
     def build(model: ArticulatedBody, config: StepConfig, forces) -> StepProblem:
         forces = tuple(forces)
         require_forms(forces, ForceForm.GENERALIZED_FORCE, method, "a Newton-Euler integrator")
-        nq = model.nq
-        ns = 2 * nq
+        nq, nv = model.nq, model.nv
+        ns = nq + nv
         nu = input_slices(model, forces)[-1][1] if forces else 0
-        qs, vs, ts, us = ca.SX.sym("q", nq), ca.SX.sym("v", nq), ca.SX.sym("t"), ca.SX.sym("u", nu)
+        qs, vs, ts, us = ca.SX.sym("q", nq), ca.SX.sym("v", nv), ca.SX.sym("t"), ca.SX.sym("u", nu)
         acc = ca.Function("acc", [qs, vs, ts, us],
                           [acceleration_expr(model, forces, qs, vs, ts, config.fd, us if nu else None)])
         x, p = ca.SX.sym("x", 0), ca.SX.sym("p", ns + 2 + nu)
@@ -58,7 +64,15 @@ def _builder(method: str):
         def f(state, time):
             return ca.vertcat(state[nq:], acc(state[:nq], state[nq:], time, u))
 
-        if method == "forward_euler":
+        if model.on_group:        # forward / semi-implicit Euler on the group (the only ones offered there)
+            integ = q_integrate(model)
+            q, v = s[:nq], s[nq:]
+            a = acc(q, v, t, u)
+            if method == "forward_euler":
+                s_next = ca.vertcat(integ(q, dt * v), v + dt * a)
+            else:
+                s_next = ca.vertcat(integ(q, dt * (v + dt * a)), v + dt * a)
+        elif method == "forward_euler":
             s_next = s + dt * f(s, t)
         elif method == "semi_implicit_euler":
             v_next = s[nq:] + dt * acc(s[:nq], s[nq:], t, u)
@@ -77,9 +91,9 @@ def _builder(method: str):
             k3 = f(s + dt / 2 * k2, t + dt / 2)
             k4 = f(s + dt * k3, t + dt)
             s_next = s + dt / 6 * (k1 + 2 * k2 + 2 * k3 + k4)
-        q0, qd0, t0, dt0, u0, *runs = init_symbols(nq, nu)
+        q0, qd0, t0, dt0, u0, *runs = init_symbols(nq, nu, nv)
         return StepProblem(
-            integrator=method, kind=ProblemKind.EXPLICIT, config=config, nq=nq, nx=0, ns=ns, nu=nu,
+            integrator=method, kind=ProblemKind.EXPLICIT, config=config, nq=nq, nv=nv, nx=0, ns=ns, nu=nu,
             init=ca.Function("init", [q0, qd0, t0, dt0, u0, *runs], [ca.vertcat(q0, qd0)], INIT_NAMES,
                              ["s0"]),
             params=standard_params(ns, nu),
@@ -100,5 +114,6 @@ def pbf_integrators():
     return [PluginInfo(name, desc, _builder(name),
                        meta={"forms": frozenset({ForceForm.GENERALIZED_FORCE}), "orders": (order,),
                              "default_order": order, "implicit": False,
-                             "energy": "conserves" if name == "semi_implicit_euler" else "drifts"})
+                             "energy": "conserves" if name == "semi_implicit_euler" else "drifts",
+                             "group": name in ("forward_euler", "semi_implicit_euler")})
             for name, (order, desc) in METHODS.items()]

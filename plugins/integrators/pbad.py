@@ -237,20 +237,44 @@ def inertia_force_function(model: ArticulatedBody) -> ca.Function:
     element (12 numbers each, column-major DR then Dt). Cached on the model."""
     key = "_pbad_inertia_force"
     if key not in model.cache:
-        massive = _massive(model)
         qa = ca.SX.sym("qa", model.nq)
-        D = ca.SX.sym("D", 12 * len(massive))
-        poses = element_poses(model, qa)
-        w = 0
-        for k, (i, M) in enumerate(massive):
-            Ra, ta = poses[i]
-            DR = ca.reshape(D[12 * k:12 * k + 9], 3, 3)
-            Dt = D[12 * k + 9:12 * k + 12]
-            S, mc, m = ca.DM(M[:3, :3]), ca.DM(M[:3, 3]), float(M[3, 3])
-            w = (w + ca.sum1(ca.sum2(Ra * ca.mtimes(DR, S))) + ca.dot(ta, ca.mtimes(DR, mc))
-                 + ca.dot(ca.mtimes(Ra, mc), Dt) + m * ca.dot(ta, Dt))
+        D = ca.SX.sym("D", 12 * len(_massive(model)))
+        w = inertia_pairing(model, element_poses(model, qa), D)
         model.cache[key] = ca.Function("pbad_inertia_force", [qa, D], [ca.gradient(w, qa)], ["qa", "D"], ["G"])
     return model.cache[key]
+
+
+def chord_kinetic(model: ArticulatedBody, s_sym, q_cur, q_prev, dts) -> ca.Function:
+    """Order 2's kinetic energy ``T = 1/2 int ||P(q_{k+1}) - P(q_k)||^2 dm / dt^2`` of a state ``s_sym``
+    whose configuration is ``q_cur`` and history node ``q_prev`` (module docstring)."""
+    pa, pb = element_poses(model, q_cur), element_poses(model, q_prev)
+    T = sum(0.5 * _quad(pa[i][0] - pb[i][0], pa[i][1] - pb[i][1], M) for i, M in _massive(model)) / dts**2
+    return ca.Function("kinetic", [s_sym, dts], [T], ["s", "dt"], ["T"])
+
+
+def node_differences(model: ArticulatedBody, Q: list):
+    """``(weights, element) -> (DR, Dt)``: the weighted sum of the element's pose over the nodes ``Q``."""
+    poses = [element_poses(model, Qm) for Qm in Q]
+
+    def difference(weights, i_elem):
+        DR = sum(float(w) * poses[m][i_elem][0] for m, w in enumerate(weights) if w != 0.0)
+        Dt = sum(float(w) * poses[m][i_elem][1] for m, w in enumerate(weights) if w != 0.0)
+        return DR, Dt
+    return difference
+
+
+def inertia_pairing(model: ArticulatedBody, poses, D) -> ca.SX:
+    """``sum_e (T_e^T D_e) : M~_e`` for the element poses ``poses`` and the stacked differences ``D`` of
+    every massive element (see :func:`inertia_force_function`)."""
+    w = 0
+    for k, (i, M) in enumerate(_massive(model)):
+        Ra, ta = poses[i]
+        DR = ca.reshape(D[12 * k:12 * k + 9], 3, 3)
+        Dt = D[12 * k + 9:12 * k + 12]
+        S, mc, m = ca.DM(M[:3, :3]), ca.DM(M[:3, 3]), float(M[3, 3])
+        w = (w + ca.sum1(ca.sum2(Ra * ca.mtimes(DR, S))) + ca.dot(ta, ca.mtimes(DR, mc))
+             + ca.dot(ca.mtimes(Ra, mc), Dt) + m * ca.dot(ta, Dt))
+    return w
 
 
 def build_pbad(model: ArticulatedBody, config: StepConfig, forces) -> StepProblem:
@@ -274,6 +298,12 @@ def build_pbad(model: ArticulatedBody, config: StepConfig, forces) -> StepProble
         require_forms(forces, ForceForm.GENERALIZED_FORCE, f"pbad order {K}",
                       f"collocation of order {K} (Eq. 7, potentials act only over one full step)")
 
+    if model.on_group:            # ball / free joints: the same scheme in a chart centred on q_k
+        from pbframework.plugins.integrators.pbad_group import build_pbad_group, check_forces
+
+        if objective is Objective.RESIDUAL:
+            check_forces(forces)
+        return build_pbad_group(model, config, forces, objective)
     tau = collocation_nodes(K)
     W2 = lagrange_derivative_weights(tau, tau, 2)      # W2[i, m] = l_m''(tau_i)
     W1 = lagrange_derivative_weights(tau, tau, 1)      # W1[i, m] = l_m'(tau_i)
@@ -315,17 +345,8 @@ def build_pbad(model: ArticulatedBody, config: StepConfig, forces) -> StepProble
     error_estimate, dense = _error_and_dense(tau, Q, x, p, dt, v_k, v_next)
 
     massive = _massive(model)
-    poses = [element_poses(model, Qm) for Qm in Q]
-    kinetic = None
-    if K == 2:      # T = 1/2 int ||P(q_{k+1}) - P(q_k)||^2 dm / dt^2, from the state [q; v; q_prev]
-        pa, pb_ = element_poses(model, qs), element_poses(model, hs)
-        T = sum(0.5 * _quad(pa[i][0] - pb_[i][0], pa[i][1] - pb_[i][1], M) for i, M in massive) / dts**2
-        kinetic = ca.Function("kinetic", [s_sym, dts], [T], ["s", "dt"], ["T"])
-
-    def difference(weights, i_elem):
-        DR = sum(float(w) * poses[m][i_elem][0] for m, w in enumerate(weights) if w != 0.0)
-        Dt = sum(float(w) * poses[m][i_elem][1] for m, w in enumerate(weights) if w != 0.0)
-        return DR, Dt
+    kinetic = chord_kinetic(model, s_sym, qs, hs, dts) if K == 2 else None
+    difference = node_differences(model, Q)
 
     Mk = crba(model)(q_k)
     metric = ca.Function("metric", [p], [Mk], ["p"], ["M"])
@@ -391,5 +412,5 @@ def pbf_integrators():
         meta={"forms": frozenset({ForceForm.POTENTIAL, ForceForm.GENERALIZED_FORCE}),
               "orders": tuple(range(2, MAX_ORDER + 1)), "default_order": 2,
               "objectives": (Objective.ENERGY, Objective.RESIDUAL), "implicit": True,
-              "energy": lambda order: "dissipates" if order == 2 else "conserves"},
+              "energy": lambda order: "dissipates" if order == 2 else "conserves", "group": True},
     )]
