@@ -37,7 +37,8 @@ def chain(n: int, joint: str = "ball2", *, length: float = 1.0, radius: float = 
     Args:
         n: number of links (>= 1).
         joint: ``"ball2"`` (hinge about local y then z, the papers' chain, 2n coordinates),
-            ``"revolute"`` (one hinge about ``axis`` per joint) or ``"spherical"``.
+            ``"revolute"`` (one hinge about ``axis`` per joint), ``"spherical"`` or ``"ball"`` (a unit
+            quaternion per joint: 4n coordinates, 3n velocities, no gimbal lock).
         length, radius, mass: of each link (defaults 1 m, 0.05 m, 1 kg: inertia
             (0.00125, 0.083958, 0.083958) kg m^2 about the centre of mass (0.5, 0, 0)).
         axis: hinge axis for ``joint="revolute"`` (default local y: swings under gravity).
@@ -65,11 +66,15 @@ def chain(n: int, joint: str = "ball2", *, length: float = 1.0, radius: float = 
 
 
 def chain_q0(model: ArticulatedBody, z_angle: float = 0.3) -> np.ndarray:
-    """CHAIN-N initial configuration: every y-angle 0 and every z-angle ``z_angle`` (rest velocity)."""
-    q = np.zeros(model.nq)
+    """CHAIN-N initial configuration: every y-angle 0 and every z-angle ``z_angle`` (rest velocity); a
+    ``ball`` joint gets the quaternion of the same rotation, ``Rz(z_angle)``."""
+    q = model.neutral()
     for k, name in enumerate(model.dof_names):
         if name.endswith(":rz") and model.joint(name.split(":")[0]).type is not JointType.FLOATING:
             q[k] = z_angle
+    for j in model.joints:
+        if j.type is JointType.BALL:
+            q[model.joint_q_index[j.name]] = (0.0, 0.0, np.sin(z_angle / 2), np.cos(z_angle / 2))
     return q
 
 

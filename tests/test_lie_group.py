@@ -274,3 +274,14 @@ def test_what_the_group_does_not_take_yet_is_refused_in_one_line():
         pbf.Simulator(m, "pbad", dt=0.01, forces=["gravity", "joint_damping"])
     with pytest.raises(pbf.step.StepError, match="'rk4' does not step on the rotation group yet"):
         pbf.Simulator(m, "rk4", dt=0.01, forces=[])
+
+
+def test_chain_with_ball_joints_starts_where_the_papers_chain_does():
+    from pbframework.kinematics import forward_kinematics
+
+    ball, ball2 = pbf.models.chain(4, "ball"), pbf.models.chain(4)
+    assert (ball.nq, ball.nv) == (16, 12) and ball.name == ball2.name
+    a = np.asarray(forward_kinematics(ball)(pbf.models.chain_q0(ball)))
+    b = np.asarray(forward_kinematics(ball2)(pbf.models.chain_q0(ball2)))
+    assert np.abs(a - b).max() < 1e-15
+    assert pbf.models.chain_energy_scale(ball) == pbf.models.chain_energy_scale(ball2)
