@@ -263,8 +263,8 @@ def _mass_matrix_times(model, nq: int, B: int):
     from pbframework.step import zero_gravity_model
 
     f = rnea(zero_gravity_model(model))
-    q, V = ca.SX.sym("q", nq), ca.SX.sym("V", nq, B)
-    zero = ca.SX.zeros(nq)
+    q, V = ca.SX.sym("q", nq), ca.SX.sym("V", model.nv, B)
+    zero = ca.SX.zeros(model.nv)
     cols = [f(q, zero, V[:, j]) for j in range(B)]
     return q, V, ca.horzcat(*cols)
 
@@ -330,6 +330,7 @@ def plan_kernels(problem, solver: str, *, derivatives: str = "auto", directions:
 
     kind = problem.kind
     nq, nx, ns, np_, nu = problem.nq, problem.nx, problem.ns, problem.np, problem.nu
+    nv = problem.nv
     if kind is ProblemKind.EXPLICIT or nx == 0:
         solver = ""
     elif solver not in SOLVERS:
@@ -359,7 +360,7 @@ def plan_kernels(problem, solver: str, *, derivatives: str = "auto", directions:
                               f"functions (pbad has them at every order)")
         kernels += [_rename(problem.error_estimate, "pbfk_err"), _rename(problem.dense, "pbfk_dense")]
     lsq = kind is ProblemKind.LEAST_SQUARES
-    has_metric = problem.metric is not None and nq > 0 and nx % nq == 0
+    has_metric = problem.metric is not None and nv > 0 and nx % nv == 0
     weight = bool(solver) and lsq and problem.metric is not None
     damp = bool(solver) and not lsq and solver in ("lm", "lbfgs") and has_metric and metric != "none"
     x, p = ca.SX.sym("x", nx), ca.SX.sym("p", np_)
@@ -371,8 +372,8 @@ def plan_kernels(problem, solver: str, *, derivatives: str = "auto", directions:
     if solver:
         if lsq:
             nr = int(problem.residual.size1_out(0))
-            if weight and nr % nq:
-                raise DriverError(f"{problem.integrator}: residual length {nr} is not a multiple of nq={nq}")
+            if weight and nr % nv:
+                raise DriverError(f"{problem.integrator}: residual length {nr} is not a multiple of nv={nv}")
         V = ca.SX.sym("V", nx, B)
         c = ca.SX.sym("c", nr)
         full: list[tuple[str, ca.Function, list]] = []
@@ -440,11 +441,11 @@ def plan_kernels(problem, solver: str, *, derivatives: str = "auto", directions:
         if mkind == "full":
             kernels.append(_rename(problem.metric, "pbfk_metric"))
         else:
-            BM = 4 if nq >= 4 else max(nq, 1)
+            BM = 4 if nv >= 4 else max(nv, 1)
             q, VM, MV = _mass_matrix_times(model, nq, BM)
             pm = ca.SX.sym("p", np_)
             kernels.append(_kernel("pbfk_mv", [ca.substitute(MV, q, pm[:nq])], [pm, VM]))
-    sizes = dict(nq=nq, nx=nx, ns=ns, np=np_, nu=nu, nr=nr, nz=nz)
+    sizes = dict(nq=nq, nv=nv, nx=nx, ns=ns, np=np_, nu=nu, nr=nr, nz=nz)
     plan = KernelPlan(solver=solver, derivatives=mode, directions=B, metric=mkind, metric_directions=BM,
                       kernels=kernels, sizes=sizes, kind=kind.value, damp=damp, weight=weight)
     plan.instructions = {f.name(): f.n_instructions() for f in kernels}
@@ -543,7 +544,7 @@ def emit_step_library(problem, solver: str = "lm", *, name: str | None = None, h
         sz_arg = max(8, max(f.sz_arg() for f in plan.kernels))
         sz_res = max(3, max(f.sz_res() for f in plan.kernels))
     macros = {
-        "PBF_NQ": sz["nq"], "PBF_NX": sz["nx"], "PBF_NS": sz["ns"], "PBF_NP": sz["np"], "PBF_NU": sz["nu"],
+        "PBF_NQ": sz["nq"], "PBF_NVEL": sz["nv"], "PBF_NX": sz["nx"], "PBF_NS": sz["ns"], "PBF_NP": sz["np"], "PBF_NU": sz["nu"],
         "PBF_NR": sz["nr"], "PBF_NZ": sz["nz"], "PBF_BD": plan.directions, "PBF_BM": plan.metric_directions,
         "PBF_SZ_W": szw, "PBF_SZ_IW": sz_iw, "PBF_SZ_ARG": sz_arg, "PBF_SZ_RES": sz_res,
         "PBF_KIND": _KIND_ID[plan.kind], "PBF_SOLVER": _SOLVER_ID[plan.solver],

@@ -57,6 +57,7 @@ class _StateViews:
 
     states: np.ndarray
     nq: int
+    nv: int | None = None      # None: nq
 
     @property
     def q(self) -> np.ndarray:
@@ -64,7 +65,7 @@ class _StateViews:
 
     @property
     def qd(self) -> np.ndarray:
-        return self.states[..., self.nq:2 * self.nq]
+        return self.states[..., self.nq:self.nq + (self.nq if self.nv is None else self.nv)]
 
 
 @dataclass
@@ -73,7 +74,8 @@ class RolloutArrays(_StateViews):
 
     Attributes:
         states: the integrator's states ``(steps_done + 1, ns)`` (row 0: the initial state).
-        q, qd: configurations and velocity estimates, ``(steps_done + 1, nq)`` (views into ``states``).
+        q, qd: configurations ``(steps_done + 1, nq)`` and velocity estimates ``(steps_done + 1, nv)`` (views
+            into ``states``).
         iterations, converged, halvings, evaluations, reason, depth: per-step statistics, length
             ``steps_done`` (``depth``: the deepest halving level a step reached).
         grad_norm: per-step final gradient infinity norm.
@@ -100,6 +102,7 @@ class RolloutArrays(_StateViews):
     depth: np.ndarray | None = None
     residual: np.ndarray | None = None
     failure: dict | None = None
+    nv: int | None = None
 
     def __post_init__(self) -> None:
         n = len(self.iterations)
@@ -117,7 +120,7 @@ class BatchArrays(_StateViews):
     Attributes:
         states: ``(M, steps + 1, ns)``; rows past a trajectory's ``steps_done[m]`` hold its last valid state
             repeated (so arrays stay rectangular).
-        q, qd: ``(M, steps + 1, nq)`` views into ``states``.
+        q, qd: ``(M, steps + 1, nq)`` and ``(M, steps + 1, nv)`` views into ``states``.
         iterations, converged, halvings, evaluations, grad_norm, depth, residual: ``(M, steps)``; entries
             past ``steps_done[m]`` are zero / False, except for a trajectory that failed (``status[m] ==
             "failed"``): its entry ``steps_done[m]`` holds the failed step's statistics.
@@ -140,6 +143,7 @@ class BatchArrays(_StateViews):
     threads: int
     depth: np.ndarray | None = None
     residual: np.ndarray | None = None
+    nv: int | None = None
 
     def __post_init__(self) -> None:
         if self.depth is None:
@@ -368,9 +372,10 @@ class CRunner:
                                                  _INT, _INT_P, _INT_P, RP, _INT_P]
             lib.pbf_rollout_adaptive.restype = _INT
         self._lib = lib
-        sizes = (_INT * 12)()
+        sizes = (_INT * 13)()
         lib.pbf_sizes(sizes)
         self.nq, self.nx, self.ns, self.np, self.nu = (int(sizes[k]) for k in range(5))
+        self.nv = int(sizes[12])
         if int(sizes[11]) != np.dtype(self.dtype).itemsize:
             raise RuntimeError(f"library {self.library.path} was built with a {int(sizes[11])}-byte casadi_real, "
                                f"expected {np.dtype(self.dtype).itemsize}")
@@ -456,7 +461,7 @@ class CRunner:
         """The integrator's first state (``problem.init``) computed natively."""
         s = np.zeros(self.ns, dtype=self.dtype)
         self._lib.pbf_init(self._p(self._opt), self._p(self._vec(q0, self.nq, "q0")),
-                           self._p(self._vec(qd0, self.nq, "qd0")), float(t0), float(dt), self._p(self._u(u)),
+                           self._p(self._vec(qd0, self.nv, "qd0")), float(t0), float(dt), self._p(self._u(u)),
                            self._p(s), self._p(self._w), self._ip(self._iw))
         return s.astype(float)
 
@@ -498,7 +503,7 @@ class CRunner:
         ua = self._u(u)
         t_start = time.perf_counter()
         if state is None:
-            q0a, qd0a = self._vec(q0, nq, "q0"), self._vec(qd0, nq, "qd0")
+            q0a, qd0a = self._vec(q0, nq, "q0"), self._vec(qd0, self.nv, "qd0")
             k = int(self._lib.pbf_rollout(self._p(self._opt), self._p(q0a), self._p(qd0a), float(t0), float(dt),
                                           steps, self._p(ua), self._p(S), self._ip(st), self._p(gn),
                                           self._ip(status), self._p(self._w), self._ip(self._iw)))
@@ -512,7 +517,7 @@ class CRunner:
         if _status(status[0]) == "failed":
             failure = _step_stats(st[k], gn[k])
         st = st[:k]
-        return RolloutArrays(states=S[:k + 1].astype(float), nq=nq, iterations=st[:, 0].copy(),
+        return RolloutArrays(states=S[:k + 1].astype(float), nq=nq, nv=self.nv, iterations=st[:, 0].copy(),
                              converged=st[:, 1].astype(bool), halvings=st[:, 4].copy(), evaluations=st[:, 3].copy(),
                              reason=st[:, 2].copy(), grad_norm=gn[:k, 0].astype(float), steps_done=k,
                              status=_status(status[0]), wall_time=wall, depth=st[:, 5].copy(),
@@ -578,7 +583,7 @@ class CRunner:
         """M rollouts at once, spread over ``threads`` native threads (default: the runner's).
 
         Args:
-            Q0, QD0: ``(M, nq)`` initial configurations and velocities.
+            Q0, QD0: ``(M, nq)`` initial configurations and ``(M, nv)`` velocities.
             t0, dt, steps: as :meth:`rollout`.
             U: ``(M, nu)`` constant inputs per trajectory (problems with force inputs only).
             threads: thread count (capped at M).
@@ -589,8 +594,8 @@ class CRunner:
         QD0 = np.ascontiguousarray(np.atleast_2d(np.asarray(QD0, dtype=self.dtype)))
         if Q0.ndim != 2 or Q0.shape[1] != nq:
             raise ValueError(f"Q0 must be an (M, {nq}) array, got shape {Q0.shape}")
-        if QD0.shape != Q0.shape:
-            raise ValueError(f"QD0 must have the shape of Q0 {Q0.shape}, got {QD0.shape}")
+        if QD0.shape != (Q0.shape[0], self.nv):
+            raise ValueError(f"QD0 must be an ({Q0.shape[0]}, {self.nv}) array, got shape {QD0.shape}")
         M = Q0.shape[0]
         if self.nu:
             if U is None:
@@ -615,7 +620,7 @@ class CRunner:
             k = int(nsteps[m])
             S[m, k + 1:] = S[m, k]
         st = st[:, :steps]
-        return BatchArrays(states=S.astype(float), nq=nq, iterations=st[:, :, 0].copy(),
+        return BatchArrays(states=S.astype(float), nq=nq, nv=self.nv, iterations=st[:, :, 0].copy(),
                            converged=st[:, :, 1].astype(bool) & (np.arange(steps)[None, :] < nsteps[:, None]),
                            halvings=st[:, :, 4].copy(), evaluations=st[:, :, 3].copy(),
                            grad_norm=gn[:, :steps, 0].astype(float), steps_done=nsteps,

@@ -161,9 +161,6 @@ class Simulator(Stepping, Energies, Rollouts, Batches, Records):
                 why = ("on the rotation group yet (ball / free joints)" if model.on_group else
                        "so it cannot take adaptive steps (pbad can, at every order)")
                 raise StepError(f"integrator {integrator!r} has no local error estimate {why}")
-        if model.on_group and str(backend) != "casadi":
-            raise StepError(f"backend {backend!r} does not take ball / free joints yet (model {model.name!r}: "
-                            f"nq={model.nq}, nv={model.nv}); use backend='casadi'")
         self._input_forces = [(f, b - a) for f, (a, b) in zip(self.forces, input_slices(model, self.forces))
                               if b > a]
         self.backend = str(backend)

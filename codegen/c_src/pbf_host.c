@@ -32,14 +32,14 @@ static void* pbf_batch_worker(void* argp) {
   for (;;) {
     casadi_int m = __atomic_fetch_add(&j->next, 1, __ATOMIC_RELAXED);
     if (m >= j->M) break;
-    j->nsteps[m] = pbf_rollout(j->opt, j->q0 + m * PBF_NQ, j->qd0 + m * PBF_NQ, j->t0, j->dt, j->steps,
+    j->nsteps[m] = pbf_rollout(j->opt, j->q0 + m * PBF_NQ, j->qd0 + m * PBF_NVEL, j->t0, j->dt, j->steps,
                                j->u ? j->u + m * PBF_NU : 0, j->S + m * nrow,
                                j->st + m * j->steps * PBF_NST, j->gn + m * j->steps * PBF_NSR, j->status + m, w, iw);
   }
   return 0;
 }
 
-/* M rollouts (inputs q0, qd0: M x NQ; u: M x NU or null) on nthreads threads (the calling thread is one of
+/* M rollouts (inputs q0: M x NQ, qd0: M x NVEL; u: M x NU or null) on nthreads threads (the calling thread is one of
    them). Outputs are M stacked pbf_rollout outputs (S: M x (steps+1) x NS). w / iw: nthreads blocks of
    pbf_work_size. Returns 0, or the number of threads that could not be started (their share ran on the
    others). */

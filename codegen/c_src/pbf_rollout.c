@@ -220,7 +220,7 @@ static casadi_int pbf_rollout_ws(const casadi_real* opt, pbf_ws* ws, casadi_real
     pbf_step_rec(opt, ws, s, t, dt, u, sn, st + k * PBF_NST, gn + k * PBF_NSR, 0);
     if (pbf_stops(opt, st + k * PBF_NST)) { *status = PBF_FAILED; return k; }
     t = t0 + (casadi_real)(k0 + k + 1) * dt;
-    bad = !pbf_all_finite(sn, 2 * PBF_NQ) || (PBF_NQ > 0 && pbf_norm_inf(sn + PBF_NQ, PBF_NQ) > vmax);
+    bad = !pbf_all_finite(sn, PBF_NQ + PBF_NVEL) || (PBF_NVEL > 0 && pbf_norm_inf(sn + PBF_NQ, PBF_NVEL) > vmax);
     if (bad) { *status = PBF_DIVERGED; return k; }
     pbf_copy(sn, S + (k + 1) * PBF_NS, PBF_NS);
     tp = s; s = sn; sn = tp;
@@ -314,11 +314,11 @@ PBF_EXPORT int pbf_bench(const casadi_real* opt, const casadi_real* p, const cas
   return 0;
 }
 
-/* Sizes: nq, nx, ns, np, nu, nr, nz, solver, derivative mode, metric mode, directions, real size. */
+/* Sizes: nq, nx, ns, np, nu, nr, nz, solver, derivative mode, metric mode, directions, real size, nv. */
 PBF_EXPORT void pbf_sizes(casadi_int* out) {
   out[0] = PBF_NQ; out[1] = PBF_NX; out[2] = PBF_NS; out[3] = PBF_NP; out[4] = PBF_NU; out[5] = PBF_NR;
   out[6] = PBF_NZ; out[7] = PBF_SOLVER; out[8] = PBF_HESS; out[9] = PBF_METRIC; out[10] = PBF_BD;
-  out[11] = (casadi_int)sizeof(casadi_real);
+  out[11] = (casadi_int)sizeof(casadi_real); out[12] = PBF_NVEL;
 }
 
 #ifdef PBF_POP_OPTIONS

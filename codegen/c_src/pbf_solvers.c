@@ -10,14 +10,14 @@ static void pbf_metric(pbf_ws* ws) {
 #elif PBF_METRIC == 2
   { casadi_int c0, j, i;
     const casadi_real* in[2]; casadi_real* out[1];
-    for (i = 0; i < PBF_NQ * PBF_BM; ++i) ws->V[i] = 0;
-    for (c0 = 0; c0 < PBF_NQ; c0 += PBF_BM) {
-      for (j = 0; j < PBF_BM && c0 + j < PBF_NQ; ++j) ws->V[(c0 + j) + j * PBF_NQ] = 1;
+    for (i = 0; i < PBF_NVEL * PBF_BM; ++i) ws->V[i] = 0;
+    for (c0 = 0; c0 < PBF_NVEL; c0 += PBF_BM) {
+      for (j = 0; j < PBF_BM && c0 + j < PBF_NVEL; ++j) ws->V[(c0 + j) + j * PBF_NVEL] = 1;
       in[0] = ws->p; in[1] = ws->V; out[0] = ws->VO;
       PBF_KCALL(pbfk_mv, 2, in, 1, out);
-      for (j = 0; j < PBF_BM && c0 + j < PBF_NQ; ++j) {
-        pbf_copy(ws->VO + j * PBF_NQ, ws->M + (c0 + j) * PBF_NQ, PBF_NQ);
-        ws->V[(c0 + j) + j * PBF_NQ] = 0;
+      for (j = 0; j < PBF_BM && c0 + j < PBF_NVEL; ++j) {
+        pbf_copy(ws->VO + j * PBF_NVEL, ws->M + (c0 + j) * PBF_NVEL, PBF_NVEL);
+        ws->V[(c0 + j) + j * PBF_NVEL] = 0;
       }
     }
   }
@@ -67,9 +67,9 @@ static void pbf_eval_rj(pbf_ws* ws, const casadi_real* x) {
   }
 #endif
 #if PBF_WEIGHT
-  for (k = 0; k < PBF_NR / PBF_NQ; ++k) pbf_chol_solve(ws->LM, ws->r + k * PBF_NQ, PBF_NQ);
-  for (j = 0; j < PBF_NX; ++j) for (k = 0; k < PBF_NR / PBF_NQ; ++k)
-    pbf_chol_solve(ws->LM, ws->J + j * PBF_NR + k * PBF_NQ, PBF_NQ);
+  for (k = 0; k < PBF_NR / PBF_NVEL; ++k) pbf_chol_solve(ws->LM, ws->r + k * PBF_NVEL, PBF_NVEL);
+  for (j = 0; j < PBF_NX; ++j) for (k = 0; k < PBF_NR / PBF_NVEL; ++k)
+    pbf_chol_solve(ws->LM, ws->J + j * PBF_NR + k * PBF_NVEL, PBF_NVEL);
 #else
   (void)j; (void)k;
 #endif
@@ -129,7 +129,7 @@ static void pbf_eval_fgh(pbf_ws* ws, const casadi_real* x, casadi_real* f, casad
     casadi_real* Hc = ws->A;              /* free during an evaluation */
     pbf_copy(ws->r, ws->c, PBF_NR);
 #if PBF_WEIGHT
-    { casadi_int k; for (k = 0; k < PBF_NR / PBF_NQ; ++k) pbf_chol_solve(ws->LM, ws->c + k * PBF_NQ, PBF_NQ); }
+    { casadi_int k; for (k = 0; k < PBF_NR / PBF_NVEL; ++k) pbf_chol_solve(ws->LM, ws->c + k * PBF_NVEL, PBF_NVEL); }
 #endif
 #if PBF_HESS == 1
     in[0] = x; in[1] = ws->z; in[2] = ws->c; out[0] = Hc;
@@ -162,7 +162,7 @@ static casadi_real pbf_lm(const casadi_real* opt, pbf_ws* ws, casadi_real* xout,
   casadi_int i, j, b, it = 0, nev = 1, max_iter = pbf_opt_int(opt, PBF_OPT_MAX_ITER), tries, it_ref = 0;
   casadi_int stall = pbf_opt_int(opt, PBF_OPT_STALL);
   int marquardt, conv = 0, reason = PBF_R_MAX_ITER, ok, floor, small_step, use_gn = PBF_HYBRID;
-  const casadi_int n = PBF_NX, nb = PBF_NQ > 0 ? PBF_NX / PBF_NQ : 0;
+  const casadi_int n = PBF_NX, nb = PBF_NVEL > 0 ? PBF_NX / PBF_NVEL : 0;
   pbf_copy(xout, x, n);
   pbf_eval_fgh(ws, x, &f, g, H, Hg);
   if (!pbf_finite(f) || !pbf_all_finite(g, n)) {
@@ -197,8 +197,8 @@ static casadi_real pbf_lm(const casadi_real* opt, pbf_ws* ws, casadi_real* xout,
       if (marquardt) {
         for (i = 0; i < n; ++i) A[i + i * n] += mu * D[i];
       } else {
-        for (b = 0; b < nb; ++b) for (j = 0; j < PBF_NQ; ++j) for (i = 0; i <= j; ++i)
-          A[(b * PBF_NQ + i) + (b * PBF_NQ + j) * n] += mu * ws->M[i + j * PBF_NQ];
+        for (b = 0; b < nb; ++b) for (j = 0; j < PBF_NVEL; ++j) for (i = 0; i <= j; ++i)
+          A[(b * PBF_NVEL + i) + (b * PBF_NVEL + j) * n] += mu * ws->M[i + j * PBF_NVEL];
       }
       if (!pbf_chol(A, n)) {
         for (i = 0; i < n; ++i) d[i] = g[i];
@@ -275,11 +275,11 @@ static void pbf_eval_fg(pbf_ws* ws, const casadi_real* x, casadi_real* f, casadi
   in[0] = x; in[1] = ws->z; out[0] = ws->r;
   PBF_KCALL(pbfk_r, 2, in, 1, out);
 #if PBF_WEIGHT
-  for (k = 0; k < PBF_NR / PBF_NQ; ++k) pbf_chol_solve(ws->LM, ws->r + k * PBF_NQ, PBF_NQ);
+  for (k = 0; k < PBF_NR / PBF_NVEL; ++k) pbf_chol_solve(ws->LM, ws->r + k * PBF_NVEL, PBF_NVEL);
 #endif
   pbf_copy(ws->r, ws->c, PBF_NR);
 #if PBF_WEIGHT
-  for (k = 0; k < PBF_NR / PBF_NQ; ++k) pbf_chol_solve(ws->LM, ws->c + k * PBF_NQ, PBF_NQ);
+  for (k = 0; k < PBF_NR / PBF_NVEL; ++k) pbf_chol_solve(ws->LM, ws->c + k * PBF_NVEL, PBF_NVEL);
 #endif
   (void)k;
   *f = 0.5 * pbf_dot(ws->r, ws->r, PBF_NR);
@@ -291,7 +291,7 @@ static void pbf_eval_fg(pbf_ws* ws, const casadi_real* x, casadi_real* f, casadi
 static void pbf_h0(pbf_ws* ws, casadi_real* v) {
   casadi_int b;
   if (!ws->have_metric) return;
-  for (b = 0; b < PBF_NX / PBF_NQ; ++b) pbf_chol_solve(ws->LM, v + b * PBF_NQ, PBF_NQ);
+  for (b = 0; b < PBF_NX / PBF_NVEL; ++b) pbf_chol_solve(ws->LM, v + b * PBF_NVEL, PBF_NVEL);
 }
 static casadi_real pbf_norm2(const casadi_real* v, casadi_int n) { return sqrt(pbf_dot(v, v, n)); }
 
@@ -430,16 +430,16 @@ static casadi_real pbf_solve_ws(const casadi_real* opt, pbf_ws* ws, casadi_real*
 #if PBF_WEIGHT
   { casadi_int i, j;           /* the residual weight W = blockdiag(M(p))^-1: factor once per step */
     pbf_metric(ws);
-    for (j = 0; j < PBF_NQ; ++j) for (i = 0; i <= j; ++i) ws->LM[i + j * PBF_NQ] = ws->M[i + j * PBF_NQ];
-    (void)pbf_chol(ws->LM, PBF_NQ); }
+    for (j = 0; j < PBF_NVEL; ++j) for (i = 0; i <= j; ++i) ws->LM[i + j * PBF_NVEL] = ws->M[i + j * PBF_NVEL];
+    (void)pbf_chol(ws->LM, PBF_NVEL); }
 #elif PBF_METRIC > 0 && PBF_DAMP
   if (opt[PBF_OPT_METRIC] != 0) {
     pbf_metric(ws);
     ws->have_metric = 1;
 #if PBF_SOLVER == 3
     { casadi_int i, j;
-      for (j = 0; j < PBF_NQ; ++j) for (i = 0; i <= j; ++i) ws->LM[i + j * PBF_NQ] = ws->M[i + j * PBF_NQ];
-      if (pbf_chol(ws->LM, PBF_NQ)) ws->have_metric = 0; }
+      for (j = 0; j < PBF_NVEL; ++j) for (i = 0; i <= j; ++i) ws->LM[i + j * PBF_NVEL] = ws->M[i + j * PBF_NVEL];
+      if (pbf_chol(ws->LM, PBF_NVEL)) ws->have_metric = 0; }
 #endif
   }
 #endif

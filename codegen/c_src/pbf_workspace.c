@@ -56,8 +56,8 @@ enum { PBF_DONE = 0, PBF_DIVERGED = 1, PBF_FAILED = 2 };
 #define PBF_MX (PBF_NX > 0 ? PBF_NX : 1)
 /* directional seeds V and outputs VO, shared by the derivative kernels (NX x BD seeds, outputs of NX, NR or
    NQ rows) and the metric's M V (NQ x BM): each sized for the wider of the two */
-#define PBF_NV PBF_MAXI(PBF_MX * PBF_BD, PBF_NQ * PBF_BM)
-#define PBF_NVO PBF_MAXI(PBF_MAXI(PBF_MAXI(PBF_NX, PBF_NR), PBF_NQ) * PBF_BD, PBF_NQ * PBF_BM)
+#define PBF_NV PBF_MAXI(PBF_MX * PBF_BD, PBF_NVEL * PBF_BM)
+#define PBF_NVO PBF_MAXI(PBF_MAXI(PBF_MAXI(PBF_NX, PBF_NR), PBF_NVEL) * PBF_BD, PBF_NVEL * PBF_BM)
 
 typedef struct {
   casadi_real *kw;                 /* kernel scratch, PBF_SZ_W */
@@ -86,7 +86,7 @@ PBF_EXPORT void pbf_work_size(const casadi_real* opt, casadi_int* n_real, casadi
   if (m < 1) m = 1;
   if (lev < 1) lev = 1;
   n += PBF_SZ_W + PBF_NP + PBF_NZ + 7 * PBF_MX + (PBF_HYBRID ? 5 : 3) * PBF_MX * PBF_MX;
-  n += 2 * PBF_NR + PBF_NR * PBF_MX + 2 * PBF_NQ * PBF_NQ;
+  n += 2 * PBF_NR + PBF_NR * PBF_MX + 2 * PBF_NVEL * PBF_NVEL;
   n += PBF_NV + PBF_NVO;
   n += 2 * m * PBF_MX + 2 * m;
   n += lev * 4 * PBF_NS + 2 * PBF_NS;
@@ -125,8 +125,8 @@ static void pbf_ws_init(const casadi_real* opt, casadi_real* w, casadi_int* iw, 
   ws->r = w; w += PBF_NR;
   ws->c = w; w += PBF_NR;
   ws->J = w; w += PBF_NR * PBF_MX;
-  ws->M = w; w += PBF_NQ * PBF_NQ;
-  ws->LM = w; w += PBF_NQ * PBF_NQ;
+  ws->M = w; w += PBF_NVEL * PBF_NVEL;
+  ws->LM = w; w += PBF_NVEL * PBF_NVEL;
   ws->V = w; w += PBF_NV;
   ws->VO = w; w += PBF_NVO;
   ws->S = w; w += m * PBF_MX;

@@ -22,8 +22,9 @@ so each step is solved in a chart centred on the step's start ``q_k``:
   Taylor configuration ``q0 (+) (h qd0 + h^2/2 qdd0)`` (no RK4 start on the group yet: its local error is
   O(h^3), the local error of order 3).
 
-Not on the group yet: the error estimate and dense output of adaptive steps, and the generated-C backend
-(the Simulator refuses both for such models in one line).
+The generated-C backend runs these problems as it runs the others (its metric, residual weight and velocity
+blocks have ``nv`` entries: ``PBF_NVEL``). Not on the group yet: the error estimate and dense output of
+adaptive steps (the Simulator refuses adaptive steps for such models in one line).
 """
 
 from __future__ import annotations
