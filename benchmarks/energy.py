@@ -77,23 +77,23 @@ import pbframework as pbf
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import OUT, energy_error, energy_rise, first_above  # noqa: E402  (same folder)
-from peer_mujoco import chain_mjcf, chunked_rollout, rollout_steps, trajectory_energy  # noqa: E402
+from peer_mujoco import chain_mjcf, chunked_rollout, mujoco_qpos, rollout_steps, trajectory_energy  # noqa: E402
 
 NE_METHODS = ("forward_euler", "semi_implicit_euler", "rk2", "rk3", "rk4")
 
 
 def run_mujoco(n: int, dt: float, duration: float, integrator: str, energy_fn, scale: float,
-               energy_limit: float = math.inf) -> dict | None:
+               energy_limit: float = math.inf, joint: str = "ball2") -> dict | None:
     """MuJoCo rollout; energy from pbframework's exact energy function on MuJoCo's (identical) coordinates;
     ended by ``energy_limit`` as ours are (:func:`energy_limit_cut`)."""
     try:
         import mujoco
     except ImportError:
         return None
-    model = mujoco.MjModel.from_xml_string(chain_mjcf(pbf.models.chain(n), integrator, dt, energy=False))
+    chain = pbf.models.chain(n, joint)
+    model = mujoco.MjModel.from_xml_string(chain_mjcf(chain, integrator, dt, energy=False))
     data = mujoco.MjData(model)
-    chain = pbf.models.chain(n)
-    data.qpos[:] = pbf.models.chain_q0(chain)
+    data.qpos[:] = mujoco_qpos(chain, pbf.models.chain_q0(chain))
     steps = int(round(duration / dt))
     Q, V = np.empty((steps + 1, model.nq)), np.empty((steps + 1, model.nv))
     Q[0], V[0] = data.qpos, data.qvel
@@ -107,7 +107,7 @@ def run_mujoco(n: int, dt: float, duration: float, integrator: str, energy_fn, s
             Q, V = Q[:k + 1], V[:k + 1]
             break
     wall = time.perf_counter() - t0
-    T, P = energy_fn(Q, V)
+    T, P = energy_fn(mujoco_qpos(chain, Q, inverse=True), V)
     E = T + P
     row = {"name": f"mujoco_{integrator.lower()}", "dt": dt, "wall": wall, "diverged": diverged_at is not None,
            "diverged_at": diverged_at, "t": (np.arange(len(E)) * dt), "E": E,
@@ -184,7 +184,8 @@ def energy_limit_cut(row: dict, scale: float, limit: float) -> dict:
 
 
 def _checkpoint_path(opts: RunOptions, model, name: str, dt: float) -> Path:
-    return OUT / f"{opts.checkpoint_stem}_chain{model.nq // 2}_{name}_dt{dt:g}.ckpt.npz"
+    label = model.name + ("_ball" if model.on_group else "")
+    return OUT / f"{opts.checkpoint_stem}_{label}_{name}_dt{dt:g}.ckpt.npz"
 
 
 def _signature(sim) -> str:
@@ -231,7 +232,7 @@ def run_pbf(opts: RunOptions, model, integrator: str, dt: float, duration: float
         def log(t, wall, iters, halv):
             if opts.log_every and (int(t / opts.log_every + 1e-9) > logged[0] or t >= duration - 1e-9):
                 logged[0] = int(t / opts.log_every + 1e-9)
-                print(f"    {name} CHAIN-{model.nq // 2} t={t:.3f} s  wall {wall:.1f} s  iterations {iters}  "
+                print(f"    {name} CHAIN-{model.nlinks} t={t:.3f} s  wall {wall:.1f} s  iterations {iters}  "
                       f"halvings {halv}", flush=True)
 
         ck_path = _checkpoint_path(opts, model, name, dt) if opts.checkpoint_stem else None
@@ -243,7 +244,7 @@ def run_pbf(opts: RunOptions, model, integrator: str, dt: float, duration: float
                 _save_checkpoint(ck_path, sim, snapshot())
                 last_save[0] = time.perf_counter()
 
-        E0 = float(np.sum(sim.energy(q0, np.zeros(model.nq))))
+        E0 = float(np.sum(sim.energy(q0, np.zeros(model.nv))))
 
         def stop(rows):             # the energy limit, on a piece's new states (row 0 stands in for the start)
             return first_above(trajectory_energy(sim, np.vstack([rows[:1], rows]), dt)[1:], sim.energy_scale,

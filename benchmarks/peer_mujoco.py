@@ -64,22 +64,37 @@ PBF_DTS = (0.01, 0.02, 0.05, 0.1)
 
 def chain_mjcf(model: pbf.ArticulatedBody, integrator: str, dt: float, energy: bool) -> str:
     """CHAIN-N of ``model`` (a :func:`pbframework.models.chain`) in MJCF: same masses, centres of mass and
-    inertias, joints hinge-y then hinge-z at each parent's tip, contacts disabled, no damping."""
+    inertias, joints hinge-y then hinge-z at each parent's tip (a ``ball`` joint where the model has ``ball``
+    joints: MuJoCo's quaternion is ``(w, x, y, z)``, see :func:`mujoco_qpos`), contacts disabled, no
+    damping."""
     bodies = ""
     links = list(model.links)
     for i in reversed(range(len(links))):
         link = links[i]
         I = np.diag(link.inertia)
         pos = "0 0 0" if i == 0 else f"{2 * links[i - 1].com[0]:.17g} 0 0"
-        bodies = (f'<body name="{link.name}" pos="{pos}">'
+        joints = (f'<joint name="{link.name}_ball" type="ball"/>' if model.joints[i].type.value == "ball" else
                   f'<joint name="{link.name}_y" type="hinge" axis="0 1 0"/>'
-                  f'<joint name="{link.name}_z" type="hinge" axis="0 0 1"/>'
+                  f'<joint name="{link.name}_z" type="hinge" axis="0 0 1"/>')
+        bodies = (f'<body name="{link.name}" pos="{pos}">' + joints +
                   f'<inertial pos="{link.com[0]:.17g} {link.com[1]:.17g} {link.com[2]:.17g}" mass="{link.mass:.17g}" '
                   f'diaginertia="{I[0]:.17g} {I[1]:.17g} {I[2]:.17g}"/>' + bodies + "</body>")
     g = model.gravity
     flags = '<flag contact="disable" energy="enable"/>' if energy else '<flag contact="disable"/>'
     return (f'<mujoco model="{model.name}"><option timestep="{float(dt)!r}" integrator="{integrator}" '
             f'gravity="{float(g[0])!r} {float(g[1])!r} {float(g[2])!r}">{flags}</option><worldbody>{bodies}</worldbody></mujoco>')
+
+
+def mujoco_qpos(model: pbf.ArticulatedBody, q: np.ndarray, inverse: bool = False) -> np.ndarray:
+    """pbframework's configurations (rows) in MuJoCo's coordinate order: a ``ball`` joint's quaternion is
+    ``(x, y, z, w)`` here and ``(w, x, y, z)`` in MuJoCo (``inverse``: back)."""
+    q = np.array(q, dtype=float, copy=True)
+    for j in model.joints:
+        if j.type.value == "ball":
+            sl = model.joint_q_index[j.name]
+            block = q[..., sl].copy()
+            q[..., sl] = np.roll(block, -1 if inverse else 1, axis=-1)
+    return q
 
 
 def mujoco_run(model: pbf.ArticulatedBody, q0: np.ndarray, integrator: str, dt: float, duration: float,
@@ -196,7 +211,7 @@ def chunked_rollout(sim: pbf.Simulator, q0: np.ndarray, dt: float, duration: flo
     while acc["steps_done"] < steps:
         done = acc["steps_done"]
         n = min(per, steps - done)
-        out = runner.rollout(q0, np.zeros(sim.model.nq), 0.0, dt, n, state=state, first_step=done)
+        out = runner.rollout(q0, np.zeros(sim.model.nv), 0.0, dt, n, state=state, first_step=done)
         acc["wall"] += out.wall_time
         wall_here += out.wall_time
         kept = out.steps_done

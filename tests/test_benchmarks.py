@@ -341,7 +341,7 @@ def test_work_precision(tmp_path):
                               "--largest-dts", 2, "--rtols", "1e-3,1e-4", "--adaptive-orders", "3")
     data = load(out, "work_precision")
     assert data["links"] == 3 and data["duration"] == duration and positive(data["scale"])
-    methods = ["forward_euler", "semi_implicit_euler", "rk2", "rk3", "rk4", "pbad2", "pbad3"]
+    methods = ["forward_euler", "semi_implicit_euler", "rk2", "rk3", "rk4", "pbad2", "pbad3", "pbad4"]
     methods += ["pbad3_adaptive"] + (["mujoco_rk4", "mujoco_euler"] if HAS_MUJOCO else [])
     rows = data["rows"]
     assert [r["method"] for r in rows] == [m for m in methods for _ in range(2)], "the 2 largest dt per method"
@@ -364,6 +364,24 @@ def test_work_precision(tmp_path):
         for m, b in best.items():
             assert m in methods and b["error"] <= float(budget), (budget, m, b)
             assert b["wall"] == min(r["wall"] for r in rows if r["method"] == m and r["error"] <= float(budget))
+
+
+def test_work_precision_ball_joints(tmp_path):
+    """CHAIN-3 on quaternion ball joints: the methods that step on the group run, the others say why,
+    MuJoCo's peer uses ball joints (its RK4 energy error then matches ours at the same dt)."""
+    duration = 0.2
+    out, text = run_benchmark(tmp_path, "work_precision.py", "--links", 3, "--duration", duration, "--joint", "ball",
+                              "--largest-dts", 1)
+    data = load(out, "work_precision")
+    assert data["joint"] == "ball"
+    methods = [r["method"] for r in data["rows"]]
+    assert methods[:5] == ["forward_euler", "semi_implicit_euler", "pbad2", "pbad3", "pbad4"]
+    assert "rk4                   skipped: rk4 does not step on the rotation group yet" in text
+    assert "adaptive rows skipped" in text
+    for r in data["rows"]:
+        check_energy_row(r)
+    if HAS_MUJOCO:
+        assert "mujoco_rk4" in methods
 
 
 def test_backend_agreement(tmp_path):
