@@ -177,9 +177,64 @@ def check_signal_length(who: str, name: str, signal, n: int, dof_names: Sequence
                          f"({', '.join(dof_names)}); give one value or {n}")
 
 
-def scatter(model: ArticulatedBody, idx: Sequence[int], values):
-    """An ``nq`` column with ``values`` at the coordinates ``idx`` and zeros elsewhere."""
-    S = np.zeros((model.nq, len(idx)))
+def resolve_velocity_dofs(who: str, model: ArticulatedBody, dofs: tuple[str | int, ...] | None) -> list[int]:
+    """Indices into the velocity ``v`` (``nv``) of the selected coordinates, for models with ``ball`` /
+    ``free`` joints: velocity names (``model.velocity_names``), joint names or indices; ``None`` = every
+    velocity not of a floating or free base."""
+    base = (JointType.FLOATING, JointType.FREE)
+    if dofs is None:
+        idx = [i for j in model.joints if j.type not in base
+               for i in range(model.joint_v_index[j.name].start, model.joint_v_index[j.name].stop)]
+        if not idx:
+            raise ValueError(f"{who}: model {model.name!r} has no actuated coordinates (only a free base); "
+                             f"select velocities with dofs=[...] ({', '.join(model.velocity_names)})")
+        return idx
+    idx = []
+    for d in dofs:
+        if isinstance(d, int):
+            if not -model.nv <= d < model.nv:
+                raise ValueError(f"{who}: velocity index {d} is out of range for model {model.name!r} with "
+                                 f"{model.nv} velocities")
+            new = [d % model.nv]
+        elif d in model.velocity_names:
+            new = [model.velocity_names.index(d)]
+        elif d in model.joint_v_index and model.joint(d).nv > 0:
+            s = model.joint_v_index[d]
+            new = list(range(s.start, s.stop))
+        else:
+            raise ValueError(f"{who}: model {model.name!r} has no velocity coordinate or joint {d!r} "
+                             f"(velocities: {', '.join(model.velocity_names)})")
+        for i in new:
+            if i in idx:
+                raise ValueError(f"{who}: velocity {model.velocity_names[i]!r} is selected twice in dofs")
+            idx.append(i)
+    return idx
+
+
+class TangentSymbols:
+    """Symbols for a generalised force built by differentiation: ``q`` (nq), ``qd`` (nv), the configuration
+    ``qe`` to evaluate the kinematics at and the variable ``var`` to differentiate by. Without ``ball`` /
+    ``free`` joints ``qe = var = q`` (the plain gradient, the original graphs); with them ``qe = q (+) e`` and
+    ``var = e``, the gradient along the tangent, taken at ``e = 0`` by :meth:`at_zero`."""
+
+    def __init__(self, model: ArticulatedBody) -> None:
+        self.q, self.qd = ca.SX.sym("q", model.nq), ca.SX.sym("qd", model.nv)
+        self.group = model.on_group
+        if self.group:
+            from pbframework.lie import q_integrate
+
+            self.e = ca.SX.sym("e", model.nv)
+            self.qe, self.var = q_integrate(model)(self.q, self.e), self.e
+        else:
+            self.qe = self.var = self.q
+
+    def at_zero(self, expr):
+        return ca.substitute(expr, self.e, ca.DM.zeros(self.e.numel())) if self.group else expr
+
+
+def scatter(model: ArticulatedBody, idx: Sequence[int], values, n: int | None = None):
+    """A column of ``n`` entries (default ``nq``) with ``values`` at the indices ``idx``, zeros elsewhere."""
+    S = np.zeros((model.nq if n is None else n, len(idx)))
     for k, i in enumerate(idx):
         S[i, k] = 1.0
     return ca.mtimes(ca.DM(S), values)

@@ -54,7 +54,7 @@ from pbframework.hookspecs import PluginInfo, hookimpl
 from pbframework.kinematics import contact_positions
 from pbframework.model import ArticulatedBody
 
-from ._common import cached_function, finite_number
+from ._common import TangentSymbols, cached_function, finite_number
 
 
 class FrictionDepth(str, enum.Enum):
@@ -96,6 +96,7 @@ class PenaltyContact(ForceModel):
     name = "penalty_contact"
     forms = frozenset({ForceForm.POTENTIAL, ForceForm.GENERALIZED_FORCE})
     energy_input = False
+    group = True
     dissipative = True
 
     def __init__(self, stiffness: float = 1e4, friction: float = 0.0, *, normal: Sequence[float] = (0.0, 0.0, 1.0),
@@ -165,16 +166,17 @@ class PenaltyContact(ForceModel):
 
     def generalized_force(self, model, q, qd, t):
         def build() -> ca.Function:
-            qs, qds = ca.SX.sym("q", model.nq), ca.SX.sym("qd", model.nq)
-            P = self._positions(model, qs)
+            ts = TangentSymbols(model)          # ball / free joints: gradients along the tangent
+            qds = ts.qd
+            P = self._positions(model, ts.qe)
             d = self.depth(P)
-            f = -ca.gradient(0.5 * self.stiffness * ca.sumsqr(d), qs)
+            f = -ca.gradient(0.5 * self.stiffness * ca.sumsqr(d), ts.var)
             if self.friction > 0:
-                v = ca.reshape(ca.jtimes(ca.vec(P), qs, qds), 3, P.size2())
+                v = ca.reshape(ca.jtimes(ca.vec(P), ts.var, qds), 3, P.size2())
                 vt = ca.mtimes(self._projector(), v)
                 # 1/2 sum D2 d^p |v_par|^2 is quadratic in qd: its qd-gradient is sum J^T D2 d^p Proj v
                 f = f - ca.gradient(0.5 * self.friction * ca.sum2(self._weight(d) * ca.sum1(vt * vt)), qds)
-            return ca.Function("penalty_contact_f", [qs, qds], [f], ["q", "qd"], ["f"])
+            return ca.Function("penalty_contact_f", [ts.q, qds], [ts.at_zero(f)], ["q", "qd"], ["f"])
 
         return cached_function(model, self, "f", build)(q, qd)
 

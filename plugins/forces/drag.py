@@ -45,7 +45,7 @@ from pbframework.inertia import inertia_integral
 from pbframework.kinematics import link_poses
 from pbframework.model import ArticulatedBody
 
-from ._common import cached_function, finite_number
+from ._common import TangentSymbols, cached_function, finite_number
 
 
 def weighted_displacement_integral(link, Ra, ta, Rb, tb, W):
@@ -78,6 +78,7 @@ class Drag(ForceModel):
     name = "drag"
     forms = frozenset({ForceForm.POTENTIAL, ForceForm.GENERALIZED_FORCE})
     energy_input = False
+    group = True
     dissipative = True
 
     def __init__(self, coefficient: float = 1.0, normal_coefficient: float | None = None, *,
@@ -149,20 +150,21 @@ class Drag(ForceModel):
 
     def generalized_force(self, model, q, qd, t):
         def build() -> ca.Function:
-            qs, qds = ca.SX.sym("q", model.nq), ca.SX.sym("qd", model.nq)
-            poses = link_poses(model, qs)
+            ts = TangentSymbols(model)          # ball / free joints: velocities along the tangent
+            qds = ts.qd
+            poses = link_poses(model, ts.qe)
             K = 0
             for i in self.link_indices(model):
                 R, p = poses[i]
                 if isinstance(R, ca.DM) and isinstance(p, ca.DM):
                     continue  # welded to the world: never moves, feels no drag
-                Rd = ca.reshape(ca.jtimes(ca.vec(R), qs, qds), 3, 3)
-                pd = ca.jtimes(p, qs, qds)
+                Rd = ca.reshape(ca.jtimes(ca.vec(R), ts.var, qds), 3, 3)
+                pd = ca.jtimes(p, ts.var, qds)
                 # velocities as a "displacement" from zero: the same quadratic form, 1/2 int v^T W v dm
                 K = K + 0.5 * weighted_displacement_integral(model.links[i], Rd, pd, ca.DM.zeros(3, 3),
                                                              ca.DM.zeros(3, 1), self._metric(R))
-            f = -ca.gradient(K, qds) if isinstance(K, ca.SX) else ca.SX.zeros(model.nq, 1)
-            return ca.Function("drag_f", [qs, qds], [f], ["q", "qd"], ["f"])
+            f = ts.at_zero(-ca.gradient(K, qds)) if isinstance(K, ca.SX) else ca.SX.zeros(model.nv, 1)
+            return ca.Function("drag_f", [ts.q, qds], [f], ["q", "qd"], ["f"])
 
         return cached_function(model, self, "f", build)(q, qd)
 
