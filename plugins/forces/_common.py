@@ -84,33 +84,7 @@ def check_dof_spec(who: str, dofs: DofSpec) -> tuple[str | int, ...] | None:
 
 def resolve_dofs(who: str, model: ArticulatedBody, dofs: tuple[str | int, ...] | None) -> list[int]:
     """Indices into ``q`` of the selected coordinates, in the order given (no duplicates)."""
-    if dofs is None:
-        idx = [i for j in model.joints if j.type is not JointType.FLOATING
-               for i in range(model.joint_q_index[j.name].start, model.joint_q_index[j.name].stop)]
-        if not idx:
-            raise ValueError(f"{who}: model {model.name!r} has no actuated coordinates (only a floating base); "
-                             f"select coordinates with dofs=[...] (coordinates: {', '.join(model.dof_names)})")
-        return idx
-    idx = []
-    for d in dofs:
-        if isinstance(d, int):
-            if not -model.nq <= d < model.nq:
-                raise ValueError(f"{who}: coordinate index {d} is out of range for model {model.name!r} "
-                                 f"with {model.nq} coordinates")
-            new = [d % model.nq]
-        elif d in model.dof_names:
-            new = [model.dof_names.index(d)]
-        elif d in model.joint_q_index and model.joint(d).nq > 0:
-            s = model.joint_q_index[d]
-            new = list(range(s.start, s.stop))
-        else:
-            raise ValueError(f"{who}: model {model.name!r} has no coordinate or joint {d!r} (coordinates: "
-                             f"{', '.join(model.dof_names)})")
-        for i in new:
-            if i in idx:
-                raise ValueError(f"{who}: coordinate {model.dof_names[i]!r} is selected twice in dofs")
-            idx.append(i)
-    return idx
+    return _resolve(who, model, dofs, model.dof_names, model.joint_q_index, "coordinate", (JointType.FLOATING,))
 
 
 def check_time_signal(who: str, name: str, value: TimeSignal) -> np.ndarray | Callable[[Any], Any]:
@@ -181,32 +155,38 @@ def resolve_velocity_dofs(who: str, model: ArticulatedBody, dofs: tuple[str | in
     """Indices into the velocity ``v`` (``nv``) of the selected coordinates, for models with ``ball`` /
     ``free`` joints: velocity names (``model.velocity_names``), joint names or indices; ``None`` = every
     velocity not of a floating or free base."""
-    base = (JointType.FLOATING, JointType.FREE)
+    return _resolve(who, model, dofs, model.velocity_names, model.joint_v_index, "velocity",
+                    (JointType.FLOATING, JointType.FREE))
+
+
+def _resolve(who: str, model: ArticulatedBody, dofs, names: Sequence[str], joint_index: dict, what: str,
+             base: tuple) -> list[int]:
+    """The selection of :func:`resolve_dofs` over ``names`` (coordinates or velocities)."""
+    n = len(names)
     if dofs is None:
         idx = [i for j in model.joints if j.type not in base
-               for i in range(model.joint_v_index[j.name].start, model.joint_v_index[j.name].stop)]
+               for i in range(joint_index[j.name].start, joint_index[j.name].stop)]
         if not idx:
-            raise ValueError(f"{who}: model {model.name!r} has no actuated coordinates (only a free base); "
-                             f"select velocities with dofs=[...] ({', '.join(model.velocity_names)})")
+            raise ValueError(f"{who}: model {model.name!r} has no actuated coordinates (only a floating base); "
+                             f"select coordinates with dofs=[...] ({what}s: {', '.join(names)})")
         return idx
     idx = []
     for d in dofs:
         if isinstance(d, int):
-            if not -model.nv <= d < model.nv:
-                raise ValueError(f"{who}: velocity index {d} is out of range for model {model.name!r} with "
-                                 f"{model.nv} velocities")
-            new = [d % model.nv]
-        elif d in model.velocity_names:
-            new = [model.velocity_names.index(d)]
-        elif d in model.joint_v_index and model.joint(d).nv > 0:
-            s = model.joint_v_index[d]
-            new = list(range(s.start, s.stop))
+            if not -n <= d < n:
+                raise ValueError(f"{who}: {what} index {d} is out of range for model {model.name!r} "
+                                 f"with {n} {what}s")
+            new = [d % n]
+        elif d in names:
+            new = [list(names).index(d)]
+        elif d in joint_index and joint_index[d].stop > joint_index[d].start:
+            new = list(range(joint_index[d].start, joint_index[d].stop))
         else:
-            raise ValueError(f"{who}: model {model.name!r} has no velocity coordinate or joint {d!r} "
-                             f"(velocities: {', '.join(model.velocity_names)})")
+            raise ValueError(f"{who}: model {model.name!r} has no {what} or joint {d!r} ({what}s: "
+                             f"{', '.join(names)})")
         for i in new:
             if i in idx:
-                raise ValueError(f"{who}: velocity {model.velocity_names[i]!r} is selected twice in dofs")
+                raise ValueError(f"{who}: {what} {names[i]!r} is selected twice in dofs")
             idx.append(i)
     return idx
 
