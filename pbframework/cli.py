@@ -315,7 +315,7 @@ def _load_model(args, params: dict[str, Any]) -> tuple[ArticulatedBody, np.ndarr
         path = Path(args.model)
         load = load_urdf if path.suffix.lower() == ".urdf" else load_mjcf
         model = load(path, balance_inertia=args.balance_inertia)
-        return model, clip_to_limits(model, np.zeros(model.nq))
+        return model, clip_to_limits(model, model.neutral())
     build, q0_of, _ = BUILDERS[args.name]
     try:
         model = build(**params)
@@ -364,7 +364,7 @@ def _simulate(args) -> int:
 
     model, default_q0 = _load_model(args, params)
     q0 = model.check_state(default_q0 if q0 is None else q0, "--q0")
-    qd0 = model.check_state(np.zeros(model.nq) if qd0 is None else qd0, "--qd0")
+    qd0 = model.check_velocity(np.zeros(model.nv) if qd0 is None else qd0, "--qd0")
     sim = Simulator(model, args.integrator, order=config.order, solver=args.solver, dt=config.dt, forces=forces,
                     objective=config.objective, fd=config.fd, solver_options=opts or None, backend=args.backend,
                     on_failure=args.on_failure, max_halvings=args.max_halvings,

@@ -42,6 +42,7 @@ class LimitedCoordinate:
         name: the coordinate's (= the joint's) name.
         lower, upper: the limits (rad for revolute joints, m for prismatic ones).
         prismatic: whether the joint slides (units m) rather than turns (rad).
+        velocity: its index in the velocity ``v`` (``index`` unless the model has ``ball`` / ``free`` joints).
     """
 
     index: int
@@ -49,6 +50,11 @@ class LimitedCoordinate:
     lower: float
     upper: float
     prismatic: bool
+    velocity: int = -1
+
+    def __post_init__(self) -> None:
+        if self.velocity < 0:
+            object.__setattr__(self, "velocity", self.index)
 
 
 def is_limited(joint: Joint) -> bool:
@@ -65,7 +71,7 @@ def default_forces(joints: Iterable[Joint], limits: bool = True) -> tuple[tuple[
 def limited_coordinates(model: ArticulatedBody) -> tuple[LimitedCoordinate, ...]:
     """The model's limited coordinates, in ``q`` order."""
     return tuple(LimitedCoordinate(model.joint_q_index[j.name].start, j.name, float(j.lower), float(j.upper),
-                                   j.type is JointType.PRISMATIC)
+                                   j.type is JointType.PRISMATIC, model.joint_v_index[j.name].start)
                  for j in model.joints if is_limited(j))
 
 

@@ -84,7 +84,8 @@ def check_dof_spec(who: str, dofs: DofSpec) -> tuple[str | int, ...] | None:
 
 def resolve_dofs(who: str, model: ArticulatedBody, dofs: tuple[str | int, ...] | None) -> list[int]:
     """Indices into ``q`` of the selected coordinates, in the order given (no duplicates)."""
-    return _resolve(who, model, dofs, model.dof_names, model.joint_q_index, "coordinate", (JointType.FLOATING,))
+    return _resolve(who, model, dofs, model.dof_names, model.joint_q_index, "coordinate",
+                    (JointType.FLOATING, JointType.FREE, JointType.BALL))
 
 
 def check_time_signal(who: str, name: str, value: TimeSignal) -> np.ndarray | Callable[[Any], Any]:
@@ -189,6 +190,22 @@ def _resolve(who: str, model: ArticulatedBody, dofs, names: Sequence[str], joint
                 raise ValueError(f"{who}: {what} {names[i]!r} is selected twice in dofs")
             idx.append(i)
     return idx
+
+
+def velocity_indices(who: str, model: ArticulatedBody, idx: Sequence[int]) -> list[int]:
+    """The velocity indices of the configuration coordinates ``idx`` (the same indices where ``nq == nv``);
+    a coordinate of a ``ball`` / ``free`` joint (a quaternion entry) has none: ValueError."""
+    if not model.on_group:
+        return list(idx)
+    out = []
+    for i in idx:
+        j = next(j for j in model.joints if model.joint_q_index[j.name].start <= i < model.joint_q_index[j.name].stop)
+        if j.type in (JointType.BALL, JointType.FREE):
+            raise ValueError(f"{who}: coordinate {model.dof_names[i]!r} belongs to {j.type.value} joint {j.name!r}, "
+                             f"a quaternion: joint-space forces act on hinge and slide coordinates here (damp a "
+                             f"ball joint with joint_damping)")
+        out.append(model.joint_v_index[j.name].start + i - model.joint_q_index[j.name].start)
+    return out
 
 
 class TangentSymbols:

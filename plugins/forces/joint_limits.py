@@ -48,7 +48,7 @@ from ._common import DofSpec, cached_function, check_dof_spec, finite_number, fi
 def effective_inertia(model: ArticulatedBody) -> np.ndarray:
     """Per coordinate, ``1 / (M^-1)_jj`` of the mass matrix at the zero configuration clipped into the
     limits: the inertia coordinate ``j`` meets with every other joint free (kg m^2 or kg)."""
-    M = np.array(crba(model)(clip_to_limits(model, np.zeros(model.nq))))
+    M = np.array(crba(model)(clip_to_limits(model, model.neutral())))
     return 1.0 / np.diag(np.linalg.inv(M))
 
 FREQUENCY = 600.0
@@ -96,6 +96,7 @@ class JointLimits(ForceModel):
     name = "joint_limits"
     forms = frozenset({ForceForm.POTENTIAL, ForceForm.GENERALIZED_FORCE})
     energy_input = False
+    group = True
 
     def __init__(self, stiffness: Any = None, damping: Any = None, frequency: float = FREQUENCY,
                  damping_ratio: float = DAMPING_RATIO, width: float = WIDTH, *, dofs: DofSpec = None) -> None:
@@ -139,7 +140,7 @@ class JointLimits(ForceModel):
         def build():
             coords = self.coordinates(model)
             names = [c.name for c in coords]
-            m = effective_inertia(model)[[c.index for c in coords]]
+            m = effective_inertia(model)[[c.velocity for c in coords]]
             k = (self.frequency ** 2 * m if self.stiffness is None
                  else fit_length(self.name, "stiffness", self.stiffness, len(coords), names))
             b = (2.0 * self.damping_ratio * self.frequency * m if self.damping is None
@@ -150,13 +151,17 @@ class JointLimits(ForceModel):
 
     def _sides(self, model: ArticulatedBody, q) -> list[tuple[int, Any, float, float]]:
         """``(index, penetration d(q), k, b)`` for every finite limit this force holds."""
+        return [(c.index, d, k, b) for c, d, k, b in self._limits(model, q)]
+
+    def _limits(self, model: ArticulatedBody, q) -> list[tuple[Any, Any, float, float]]:
+        """``(coordinate, penetration d(q), k, b)`` for every finite limit this force holds."""
         coords, k, b = self.gains(model)
         out = []
         for c, kc, bc in zip(coords, k, b):
             if c.upper < float("inf"):
-                out.append((c.index, q[c.index] - c.upper, float(kc), float(bc)))
+                out.append((c, q[c.index] - c.upper, float(kc), float(bc)))
             if c.lower > float("-inf"):
-                out.append((c.index, c.lower - q[c.index], float(kc), float(bc)))
+                out.append((c, c.lower - q[c.index], float(kc), float(bc)))
         return out
 
     def _spring(self, model: ArticulatedBody, q):
@@ -182,10 +187,16 @@ class JointLimits(ForceModel):
 
     def generalized_force(self, model, q, qd, t):
         def build() -> ca.Function:
-            qs, qds = ca.SX.sym("q", model.nq), ca.SX.sym("qd", model.nq)
-            f = -ca.gradient(self._spring(model, qs), qs)
-            for i, d, _, b in self._sides(model, qs):
-                f[i] = f[i] - b * _step(d, self.width) * qds[i]
+            qs, qds = ca.SX.sym("q", model.nq), ca.SX.sym("qd", model.nv)
+            g = -ca.gradient(self._spring(model, qs), qs)
+            if model.on_group:        # hinge / slide coordinates only: their q and v entries coincide
+                f = ca.SX.zeros(model.nv)
+                for c in self.coordinates(model):
+                    f[c.velocity] = g[c.index]
+            else:
+                f = g
+            for c, d, _, b in self._limits(model, qs):
+                f[c.velocity] = f[c.velocity] - b * _step(d, self.width) * qds[c.velocity]
             return ca.Function("joint_limits_f", [qs, qds], [f], ["q", "qd"], ["f"])
 
         return cached_function(model, self, "f", build)(q, qd)

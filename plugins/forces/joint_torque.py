@@ -26,10 +26,12 @@ from pbframework.hookspecs import PluginInfo, hookimpl
 from pbframework.model import ArticulatedBody
 
 from ._common import (DofSpec, TimeSignal, cached_function, check_dof_spec, check_signal_length,
-                      check_time_signal, evaluate_signal, gather, resolve_dofs, scatter)
+                      check_time_signal, evaluate_signal, gather, resolve_dofs, scatter,
+                      velocity_indices)
 
 Controller = Callable[[float, np.ndarray, np.ndarray], Sequence[float]]
-"""``controller(t, q, qd) -> tau``: NumPy state in (length ``nq``), one torque per selected coordinate out."""
+"""``controller(t, q, qd) -> tau``: NumPy state in (``q`` of length ``nq``, ``qd`` of ``nv``), one torque per
+selected coordinate out."""
 
 
 class JointTorque(ForceModel):
@@ -51,6 +53,7 @@ class JointTorque(ForceModel):
     """
 
     name = "joint_torque"
+    group = True
     forms = frozenset({ForceForm.POTENTIAL, ForceForm.GENERALIZED_FORCE})
 
     def __init__(self, torque: TimeSignal | None = None, *, controller: Controller | None = None,
@@ -123,7 +126,8 @@ class JointTorque(ForceModel):
 
         def build_f() -> ca.Function:
             t, u = ca.SX.sym("t"), ca.SX.sym("u", n)
-            return ca.Function("joint_torque_f", [t, u], [scatter(model, idx, self._tau(model, t, u))],
+            vidx = velocity_indices(self.name, model, idx)
+            return ca.Function("joint_torque_f", [t, u], [scatter(model, vidx, self._tau(model, t, u), model.nv)],
                                ["t", "u"], ["f"])
 
         return (cached_function(model, self, "Q", build_q), cached_function(model, self, "f", build_f))

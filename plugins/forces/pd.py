@@ -42,11 +42,12 @@ import numpy as np
 
 from pbframework.forces import ForceForm, ForceModel
 from pbframework.hookspecs import PluginInfo, hookimpl
+from pbframework.lie import q_difference
 from pbframework.model import ArticulatedBody
 
 from ._common import (DofSpec, TimeSignal, cached_function, check_dof_spec, check_signal_length,
                       check_time_signal, evaluate_signal, finite_number, fit_length, gain_vector, gather,
-                      resolve_dofs, scatter)
+                      resolve_dofs, scatter, velocity_indices)
 
 
 class PD(ForceModel):
@@ -64,6 +65,7 @@ class PD(ForceModel):
 
     name = "pd"
     forms = frozenset({ForceForm.POTENTIAL, ForceForm.GENERALIZED_FORCE})
+    group = True            # on hinge and slide coordinates of models with ball / free joints too
 
     def __init__(self, kp: Any = 1.0, kd: Any = 0.0, target: TimeSignal = 0.0, *, dofs: DofSpec = None,
                  track_velocity: bool = False) -> None:
@@ -106,16 +108,20 @@ class PD(ForceModel):
         return f(t)
 
     def _pd_torque(self, model: ArticulatedBody, q, qd, t):
+        """``(velocity indices, tau)``; ``qd`` has ``nv`` entries."""
         idx, kp, kd = self._gains(model)
+        vidx = velocity_indices(self.name, model, idx)
         qbar, vbar = self._target(t, len(idx))
-        return idx, kp * (qbar - gather(idx, q)) + kd * (vbar - gather(idx, qd))
+        return vidx, kp * (qbar - gather(idx, q)) + kd * (vbar - gather(vidx, qd))
 
     # -- forms --------------------------------------------------------------------------------------------
     def potential(self, model, q_next, q_cur, q_prev, dt, t):
         def build() -> ca.Function:
             qn, qc, qp = (ca.SX.sym(s, model.nq) for s in ("q_next", "q_cur", "q_prev"))
             h, ts = ca.SX.sym("dt"), ca.SX.sym("t")
-            idx, tau = self._pd_torque(model, qc, (qc - qp) / h, ts - h)
+            chord = q_difference(model)(qp, qc) if model.on_group else qc - qp
+            _, tau = self._pd_torque(model, qc, chord / h, ts - h)
+            idx = self.coordinates(model)
             return ca.Function("pd_Q", [qn, qc, qp, h, ts], [-ca.dot(tau, gather(idx, qn))],
                                ["q_next", "q_cur", "q_prev", "dt", "t"], ["Q"])
 
@@ -123,9 +129,10 @@ class PD(ForceModel):
 
     def generalized_force(self, model, q, qd, t):
         def build() -> ca.Function:
-            qs, qds, ts = ca.SX.sym("q", model.nq), ca.SX.sym("qd", model.nq), ca.SX.sym("t")
-            idx, tau = self._pd_torque(model, qs, qds, ts)
-            return ca.Function("pd_f", [qs, qds, ts], [scatter(model, idx, tau)], ["q", "qd", "t"], ["f"])
+            qs, qds, ts = ca.SX.sym("q", model.nq), ca.SX.sym("qd", model.nv), ca.SX.sym("t")
+            vidx, tau = self._pd_torque(model, qs, qds, ts)
+            return ca.Function("pd_f", [qs, qds, ts], [scatter(model, vidx, tau, model.nv)], ["q", "qd", "t"],
+                               ["f"])
 
         return cached_function(model, self, "f", build)(q, qd, t)
 
@@ -182,24 +189,25 @@ class StablePD(PD):
                              f"with dt=<the simulator's timestep>, e.g. ('stable_pd', {{'kp': ..., 'dt': 0.01}})")
 
         def build() -> ca.Function:
-            qs, qds, ts = ca.SX.sym("q", model.nq), ca.SX.sym("qd", model.nq), ca.SX.sym("t")
+            qs, qds, ts = ca.SX.sym("q", model.nq), ca.SX.sym("qd", model.nv), ca.SX.sym("t")
             idx, kp, kd = self._gains(model)
+            vidx = velocity_indices(self.name, model, idx)
             qbar, vbar = self._target(ts + self.dt, len(idx))
-            qi, qdi = gather(idx, qs), gather(idx, qds)
+            qi, qdi = gather(idx, qs), gather(vidx, qds)
             tau = -kp * (qi + self.dt * qdi - qbar) - kd * (qdi - vbar)
-            return ca.Function("stable_pd_f", [qs, qds, ts], [scatter(model, idx, tau)],
+            return ca.Function("stable_pd_f", [qs, qds, ts], [scatter(model, vidx, tau, model.nv)],
                                ["q", "qd", "t"], ["f"])
 
         return cached_function(model, self, "f", build)(q, qd, t)
 
     def mass_matrix_term(self, model: ArticulatedBody) -> np.ndarray:
-        """``diag(kd dt)`` on the controlled coordinates (nq x nq): what Tan et al.'s full stable PD adds
+        """``diag(kd dt)`` on the controlled coordinates (nv x nv): what Tan et al.'s full stable PD adds
         to the mass matrix of a Newton-Euler step, ``(M + kd dt) qdd = ...`` (requires ``dt``)."""
         if self.dt is None:
             raise ValueError(f"{self.name}: mass_matrix_term needs the lookahead dt; build with dt=<timestep>")
         idx, _, kd = self._gains(model)
-        out = np.zeros((model.nq, model.nq))
-        for k, i in enumerate(idx):
+        out = np.zeros((model.nv, model.nv))
+        for k, i in enumerate(velocity_indices(self.name, model, idx)):
             out[i, i] = float(kd[k]) * self.dt
         return out
 
