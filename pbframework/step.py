@@ -804,7 +804,7 @@ def build_step(model: ArticulatedBody, integrator: str, config: StepConfig,
         if not info.meta.get("group", False):
             raise StepError(f"integrator {integrator!r} does not step on the rotation group yet: model "
                             f"{model.name!r} has ball / free joints ({', '.join(joints)}; nq={model.nq}, "
-                            f"nv={model.nv}); pbad and the Euler baselines do (or use Euler-angle joints: "
+                            f"nv={model.nv}); pbad and the Newton-Euler baselines do (or use Euler-angle joints: "
                             f"'spherical', 'floating', load_urdf(..., floating_base=True))")
         flat = [getattr(f, "name", str(f)) for f in forces if not getattr(f, "group", False)]
         if flat:

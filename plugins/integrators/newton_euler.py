@@ -16,10 +16,13 @@ rk3                    3      Kutta's third order: ``k3 = f(s - dt k1 + 2 dt k2,
 rk4                    4      the classic fourth-order Runge-Kutta method
 =====================  =====  ==========================================================================
 
-On models with ``ball`` / ``free`` joints the state is ``[q (nq); v (nv)]`` and the Euler updates move the
-configuration on the group, ``q' = q (+) dt v`` (:func:`pbframework.lie.q_integrate`), so quaternions stay
-unit; the Runge-Kutta methods need the exponential map's differential in their stages and do not take such
-models yet (they refuse them in one line).
+On models with ``ball`` / ``free`` joints the state is ``[q (nq); v (nv)]`` and the configuration moves on
+the group (:func:`pbframework.lie.q_integrate`), so quaternions stay unit: the Euler updates take
+``q' = q (+) dt v``; the Runge-Kutta methods are Munthe-Kaas's (RKMK): the same tableau in the chart
+``q(t) = q_n (+) c(t)`` at the step's start, where ``c' = dexp^-1_{-c}(v) = v + [c, v] / 2 + [c, [c, v]] / 12``
+(the series truncated past the third order, which is exact to O(c^4) since the next Bernoulli term
+vanishes; enough for order 4), ``[a, b]`` the Lie bracket of each joint's algebra (``a x b`` for a rotation
+vector, the se(3) bracket for a free joint's twist, zero for hinges and slides).
 
 Per-step force inputs ``u`` (``ForceModel.n_inputs``) are held constant over the step (zero-order hold).
 The problems are :attr:`~pbframework.step.ProblemKind.EXPLICIT`: ``advance(x_empty, p)`` is the next
@@ -48,6 +51,55 @@ METHODS: dict[str, tuple[int, str]] = {
 }
 
 
+TABLEAUS = {
+    "rk2": ([[], [0.5]], [0.0, 1.0], [0.0, 0.5]),
+    "rk3": ([[], [0.5], [-1.0, 2.0]], [1 / 6, 4 / 6, 1 / 6], [0.0, 0.5, 1.0]),
+    "rk4": ([[], [0.5], [0.0, 0.5], [0.0, 0.0, 1.0]], [1 / 6, 2 / 6, 2 / 6, 1 / 6], [0.0, 0.5, 0.5, 1.0]),
+}
+"""Butcher tableaus ``(a, b, c)`` of the Runge-Kutta baselines (explicit midpoint, Kutta, classic)."""
+
+
+def _bracket(kind: str, a, b):
+    """The Lie bracket of an element's algebra: rotation vectors ``a x b``; twists ``(v, w)`` of a free
+    joint ``(w1 x v2 - w2 x v1, w1 x w2)``; zero for hinges and slides."""
+    if kind == "S":
+        return ca.cross(a, b)
+    if kind == "F":
+        return ca.vertcat(ca.cross(a[3:6], b[0:3]) - ca.cross(b[3:6], a[0:3]), ca.cross(a[3:6], b[3:6]))
+    return ca.SX.zeros(a.shape[0])
+
+
+def _chart_rate(model: ArticulatedBody, c, v):
+    """``dc/dt = dexp^-1_{-c}(v)`` per element (module docstring), for ``q(t) = q_n (+) c(t)``."""
+    from pbframework.kinematics import element_tree
+
+    tree = element_tree(model)
+    parts = []
+    for i, e in enumerate(tree.elements):
+        ci, vi = c[tree.v_slice(i)], v[tree.v_slice(i)]
+        if e.kind in ("R", "P"):
+            parts.append(vi)
+        else:
+            cv = _bracket(e.kind, ci, vi)
+            parts.append(vi + 0.5 * cv + _bracket(e.kind, ci, cv) / 12)
+    return ca.vertcat(*parts)
+
+
+def _rkmk(model: ArticulatedBody, tableau, integ, acc, q, v, t, dt, u):
+    """One Runge-Kutta-Munthe-Kaas step of the tableau from ``(q, v)`` at ``t``: the next state."""
+    A, B, C = tableau
+    K, L = [], []                          # chart rates and accelerations of the stages
+    for i in range(len(B)):
+        ci = sum((A[i][j] * K[j] for j in range(i) if A[i][j] != 0.0), ca.SX.zeros(model.nv)) * dt
+        vi = v + sum((A[i][j] * L[j] for j in range(i) if A[i][j] != 0.0), ca.SX.zeros(model.nv)) * dt
+        qi = integ(q, ci) if i else q
+        L.append(acc(qi, vi, t + C[i] * dt, u))
+        K.append(_chart_rate(model, ci, vi) if i else vi)
+    c_end = dt * sum((b * k for b, k in zip(B, K) if b != 0.0), ca.SX.zeros(model.nv))
+    v_end = v + dt * sum((b * l for b, l in zip(B, L) if b != 0.0), ca.SX.zeros(model.nv))
+    return ca.vertcat(integ(q, c_end), v_end)
+
+
 def _builder(method: str):
     def build(model: ArticulatedBody, config: StepConfig, forces) -> StepProblem:
         forces = tuple(forces)
@@ -64,14 +116,17 @@ def _builder(method: str):
         def f(state, time):
             return ca.vertcat(state[nq:], acc(state[:nq], state[nq:], time, u))
 
-        if model.on_group:        # forward / semi-implicit Euler on the group (the only ones offered there)
+        if model.on_group:        # on the group: Euler by the exponential map, Runge-Kutta by RKMK
             integ = q_integrate(model)
             q, v = s[:nq], s[nq:]
-            a = acc(q, v, t, u)
-            if method == "forward_euler":
-                s_next = ca.vertcat(integ(q, dt * v), v + dt * a)
+            if method in TABLEAUS:
+                s_next = _rkmk(model, TABLEAUS[method], integ, acc, q, v, t, dt, u)
             else:
-                s_next = ca.vertcat(integ(q, dt * (v + dt * a)), v + dt * a)
+                a = acc(q, v, t, u)
+                if method == "forward_euler":
+                    s_next = ca.vertcat(integ(q, dt * v), v + dt * a)
+                else:
+                    s_next = ca.vertcat(integ(q, dt * (v + dt * a)), v + dt * a)
         elif method == "forward_euler":
             s_next = s + dt * f(s, t)
         elif method == "semi_implicit_euler":
@@ -115,5 +170,5 @@ def pbf_integrators():
                        meta={"forms": frozenset({ForceForm.GENERALIZED_FORCE}), "orders": (order,),
                              "default_order": order, "implicit": False,
                              "energy": "conserves" if name == "semi_implicit_euler" else "drifts",
-                             "group": name in ("forward_euler", "semi_implicit_euler")})
+                             "group": True})
             for name, (order, desc) in METHODS.items()]
