@@ -159,7 +159,7 @@ class AdaptiveArrays:
     first_row + rows - 1``.
 
     Attributes:
-        states: ``(rows, 2 nq)`` dense output ``[q; qd]`` at ``t0 + (j + 1) dt``.
+        states: ``(rows, nq + nv)`` dense output ``[q; qd]`` at ``t0 + (j + 1) dt``.
         iterations, converged, halvings, evaluations, grad_norm, residual: per output interval (``halvings``:
             the rejected attempts in it), length ``rows``.
         history: ``(accepted, 2)``: start time and size of every step accepted in this piece.
@@ -554,7 +554,7 @@ class CRunner:
         per_step = int(math.ceil(aopt[3] / dt)) + 2            # rows one step may write past the request
         cap = min(rows + per_step, steps - first_row) + 1      # + 1: the failed step's statistics
         hcap = int(history_capacity) if history_capacity else max(1024, 4 * rows)
-        Y = np.zeros((cap, 2 * nq), dtype=self.dtype)
+        Y = np.zeros((cap, nq + self.nv), dtype=self.dtype)
         st = np.zeros((cap, _NST), dtype=np.int64)
         gn = np.zeros((cap, _NSR), dtype=self.dtype)
         hist = np.zeros((hcap, 2), dtype=self.dtype)
@@ -562,7 +562,7 @@ class CRunner:
         status = np.zeros(1, dtype=np.int64)
         t_start = time.perf_counter()
         j = int(self._lib.pbf_rollout_adaptive(
-            self._p(self._opt), self._p(aopt), self._p(self._vec(q0, nq, "q0")), self._p(self._vec(qd0, nq, "qd0")),
+            self._p(self._opt), self._p(aopt), self._p(self._vec(q0, nq, "q0")), self._p(self._vec(qd0, self.nv, "qd0")),
             float(t0), float(dt), steps, first_row, first_row + rows, self._p(self._u(u)), self._p(carry),
             self._p(Y), self._ip(st), self._p(gn), self._p(hist), hcap, self._ip(nhist), self._ip(status),
             self._p(self._w), self._ip(self._iw)))

@@ -24,6 +24,10 @@ The divergence test checks each accepted step's end state (not finite, a speed a
 the output rows' energies (the energy limit). Reported energies are ``qd^T M(q) qd / 2 + V(q)`` of the dense
 states (there is no history node to take a chord to).
 
+On models with ``ball`` / ``free`` joints the estimate compares configurations (quaternion entries among
+them) and the dense output is the chart polynomial mapped back by the exponential map
+(:mod:`pbframework.plugins.integrators.pbad_group`).
+
 Both backends run this loop: the ``casadi`` backend in Python (:func:`rollout_adaptive`), the ``c``
 backend in the generated driver (``codegen/c_src/pbf_adaptive.c``, the same decisions in the same order,
 the error norm summed as :func:`pbframework.linalg.dot` sums), called in pieces so that the progress bar

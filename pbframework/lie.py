@@ -120,6 +120,33 @@ def _element_difference(kind: str, q0, q1):
     return ca.vertcat(se3_log_translation(p, w), w)
 
 
+def lie_bracket(kind: str, a, b):
+    """The Lie bracket of an element's algebra: rotation vectors ``a x b`` (``ball``); twists ``(v, w)``
+    of a ``free`` joint ``(w1 x v2 - w2 x v1, w1 x w2)``; zero for hinges and slides."""
+    if kind == "S":
+        return ca.cross(a, b)
+    if kind == "F":
+        return ca.vertcat(ca.cross(a[3:6], b[0:3]) - ca.cross(b[3:6], a[0:3]), ca.cross(a[3:6], b[3:6]))
+    return ca.SX.zeros(a.shape[0])
+
+
+def bracket_series(model: ArticulatedBody, c, w, first: float, second: float):
+    """``w + first [c, w] + second [c, [c, w]]`` per element (``nv`` entries): truncated series of the
+    exponential map's differential (``dexp^-1_{-c}``: 1/2, 1/12; ``dexp_{-c}``: -1/2, 1/6)."""
+    from .kinematics import element_tree
+
+    tree = element_tree(model)
+    parts = []
+    for i, e in enumerate(tree.elements):
+        ci, wi = c[tree.v_slice(i)], w[tree.v_slice(i)]
+        if e.kind in ("R", "P"):
+            parts.append(wi)
+        else:
+            cw = lie_bracket(e.kind, ci, wi)
+            parts.append(wi + first * cw + second * lie_bracket(e.kind, ci, cw))
+    return ca.vertcat(*parts)
+
+
 def _by_element(model: ArticulatedBody, name: str, build):
     from .kinematics import element_tree
 

@@ -158,9 +158,8 @@ class Simulator(Stepping, Energies, Rollouts, Batches, Records):
         self.adaptive = AdaptiveOptions.parse(adaptive)
         if self.adaptive is not None:
             if self.problem.error_estimate is None or self.problem.dense is None:
-                why = ("on the rotation group yet (ball / free joints)" if model.on_group else
-                       "so it cannot take adaptive steps (pbad can, at every order)")
-                raise StepError(f"integrator {integrator!r} has no local error estimate {why}")
+                raise StepError(f"integrator {integrator!r} has no local error estimate, so it cannot take adaptive "
+                                f"steps (pbad can, at every order)")
         self._input_forces = [(f, b - a) for f, (a, b) in zip(self.forces, input_slices(model, self.forces))
                               if b > a]
         self.backend = str(backend)

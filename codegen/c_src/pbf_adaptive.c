@@ -53,7 +53,7 @@ PBF_EXPORT void pbf_adaptive_begin(const casadi_real* aopt, casadi_real t0, casa
 }
 
 /* The adaptive rollout from (q0, qd0) at t0 with output every dt for steps rows (row j at t0 + (j + 1) dt),
-   continuing from carry (from pbf_adaptive_begin on the first call). Writes rows j0, j0 + 1, ... as Y[(j - j0) * 2 NQ] ([q; qd]) with their
+   continuing from carry (from pbf_adaptive_begin on the first call). Writes rows j0, j0 + 1, ... as Y[(j - j0) * (NQ + NVEL)] ([q; qd]) with their
    interval's statistics st[(j - j0) * PBF_NST], gn[(j - j0) * PBF_NSR], and every accepted step's start
    time and size to hist (2 reals each, at most hcap, counted in *nhist). Stops once a row j >= jmax - 1
    is written (Y needs room for the rows of one more step: jmax - j0 + h_max / dt + 1), when hist is full,
@@ -125,7 +125,7 @@ PBF_EXPORT casadi_int pbf_rollout_adaptive(const casadi_real* opt, const casadi_
       continue;
     }
     /* accepted */
-    if (!pbf_all_finite(s_new, 2 * PBF_NQ) || (PBF_NQ > 0 && pbf_norm_inf(s_new + PBF_NQ, PBF_NQ) > vmax)) {
+    if (!pbf_all_finite(s_new, PBF_NQ + PBF_NVEL) || (PBF_NVEL > 0 && pbf_norm_inf(s_new + PBF_NQ, PBF_NVEL) > vmax)) {
       carry[PBF_AC_T_END] = t + h; carry[PBF_AC_H_END] = h;
       *status = PBF_DIVERGED;
       return j;
@@ -140,7 +140,7 @@ PBF_EXPORT casadi_int pbf_rollout_adaptive(const casadi_real* opt, const casadi_
       casadi_int* r = st + (j - j0) * PBF_NST;
       if (!(tj <= t_new + tol_new)) break;
       theta = fabs(tj - t_new) <= tol_new ? 1.0 : (tj - t) / h;
-      in[0] = x; in[1] = ws->p; in[2] = &theta; out[0] = Y + (j - j0) * 2 * PBF_NQ;
+      in[0] = x; in[1] = ws->p; in[2] = &theta; out[0] = Y + (j - j0) * (PBF_NQ + PBF_NVEL);
       PBF_KCALL(pbfk_dense, 3, in, 1, out);
       r[PBF_ST_ITER] = (casadi_int)acc[PBF_AC_ITER]; r[PBF_ST_CONV] = acc[PBF_AC_CONV] != 0;
       r[PBF_ST_REASON] = sst[PBF_ST_REASON]; r[PBF_ST_EVALS] = (casadi_int)acc[PBF_AC_EVALS];

@@ -35,7 +35,7 @@ import casadi as ca
 
 from pbframework.forces import ForceForm
 from pbframework.hookspecs import PluginInfo, hookimpl
-from pbframework.lie import q_integrate
+from pbframework.lie import bracket_series, q_integrate
 from pbframework.model import ArticulatedBody
 from pbframework.step import (
     INIT_NAMES, ProblemKind, StepConfig, StepProblem, acceleration_expr, force_label, init_symbols,
@@ -59,32 +59,6 @@ TABLEAUS = {
 """Butcher tableaus ``(a, b, c)`` of the Runge-Kutta baselines (explicit midpoint, Kutta, classic)."""
 
 
-def _bracket(kind: str, a, b):
-    """The Lie bracket of an element's algebra: rotation vectors ``a x b``; twists ``(v, w)`` of a free
-    joint ``(w1 x v2 - w2 x v1, w1 x w2)``; zero for hinges and slides."""
-    if kind == "S":
-        return ca.cross(a, b)
-    if kind == "F":
-        return ca.vertcat(ca.cross(a[3:6], b[0:3]) - ca.cross(b[3:6], a[0:3]), ca.cross(a[3:6], b[3:6]))
-    return ca.SX.zeros(a.shape[0])
-
-
-def _chart_rate(model: ArticulatedBody, c, v):
-    """``dc/dt = dexp^-1_{-c}(v)`` per element (module docstring), for ``q(t) = q_n (+) c(t)``."""
-    from pbframework.kinematics import element_tree
-
-    tree = element_tree(model)
-    parts = []
-    for i, e in enumerate(tree.elements):
-        ci, vi = c[tree.v_slice(i)], v[tree.v_slice(i)]
-        if e.kind in ("R", "P"):
-            parts.append(vi)
-        else:
-            cv = _bracket(e.kind, ci, vi)
-            parts.append(vi + 0.5 * cv + _bracket(e.kind, ci, cv) / 12)
-    return ca.vertcat(*parts)
-
-
 def _rkmk(model: ArticulatedBody, tableau, integ, acc, q, v, t, dt, u):
     """One Runge-Kutta-Munthe-Kaas step of the tableau from ``(q, v)`` at ``t``: the next state."""
     A, B, C = tableau
@@ -94,7 +68,7 @@ def _rkmk(model: ArticulatedBody, tableau, integ, acc, q, v, t, dt, u):
         vi = v + sum((A[i][j] * L[j] for j in range(i) if A[i][j] != 0.0), ca.SX.zeros(model.nv)) * dt
         qi = integ(q, ci) if i else q
         L.append(acc(qi, vi, t + C[i] * dt, u))
-        K.append(_chart_rate(model, ci, vi) if i else vi)
+        K.append(bracket_series(model, ci, vi, 0.5, 1 / 12) if i else vi)   # dexp^-1_{-c}(v)
     c_end = dt * sum((b * k for b, k in zip(B, K) if b != 0.0), ca.SX.zeros(model.nv))
     v_end = v + dt * sum((b * l for b, l in zip(B, L) if b != 0.0), ca.SX.zeros(model.nv))
     return ca.vertcat(integ(q, c_end), v_end)

@@ -23,18 +23,19 @@ so each step is solved in a chart centred on the step's start ``q_k``:
   O(h^3), the local error of order 3).
 
 The generated-C backend runs these problems as it runs the others (its metric, residual weight and velocity
-blocks have ``nv`` entries: ``PBF_NVEL``). Not on the group yet: the error estimate and dense output of
-adaptive steps (the Simulator refuses adaptive steps for such models in one line).
+blocks have ``nv`` entries: ``PBF_NVEL``). Adaptive steps get the error estimate and dense output of the flat scheme in the chart at ``q_k``
+(:func:`_group_error_and_dense`).
 """
 
 from __future__ import annotations
 
 import casadi as ca
+import numpy as np
 
 from pbframework.dynamics import crba
 from pbframework.forces import ForceForm
 from pbframework.kinematics import element_poses
-from pbframework.lie import q_difference, q_integrate
+from pbframework.lie import bracket_series, q_difference, q_integrate
 from pbframework.model import ArticulatedBody
 from pbframework.step import (
     INIT_NAMES, Objective, ProblemKind, StepConfig, StepProblem, acceleration_expr, force_forms, force_label,
@@ -57,6 +58,33 @@ def tangent_inertia_force(model: ArticulatedBody) -> ca.Function:
         G = ca.substitute(ca.gradient(w, e), e, ca.DM.zeros(model.nv))
         model.cache[key] = ca.Function("pbad_group_inertia_force", [qa, D], [G], ["qa", "D"], ["G"])
     return model.cache[key]
+
+
+def _group_error_and_dense(model: ArticulatedBody, tau, Q: list, x, p, dt, v_k, v_next):
+    """The error estimate and dense output of :mod:`pbad`'s "Adaptive steps" in the chart at ``q_k``: the
+    end configuration against the degree-(K-1) prediction, compared as configurations (``nq`` entries, so
+    the adaptive loop scales them as any configuration); the collocation polynomial of the chart
+    coordinates, mapped back by the exponential map, and its derivative as a body velocity."""
+    from pbframework.plugins.integrators.pbad import lagrange_derivative_weights
+
+    integ, diff = q_integrate(model), q_difference(model)
+    K = len(tau) - 1
+    q_k = Q[1]
+    c = [diff(q_k, Qm) for Qm in Q]
+    w = lagrange_derivative_weights(tau[:K], np.array([tau[K]]), 0)[0]
+    predicted = integ(q_k, sum(float(w[m]) * c[m] for m in range(K)))
+    error_estimate = ca.Function("error_estimate", [x, p], [Q[K] - predicted], ["x", "p"], ["e"])
+    theta = ca.SX.sym("theta")
+    C = np.linalg.inv(np.vander(tau, K + 1, increasing=True))
+    lag = [sum(float(C[j, m]) * theta**j for j in range(K + 1)) for m in range(K + 1)]
+    dlag = [sum(float(C[j, m]) * j * theta**(j - 1) for j in range(1, K + 1)) for m in range(K + 1)]
+    c_theta = sum(lag[m] * c[m] for m in range(K + 1))
+    if K == 2:      # order 2's velocities are chords: interpolate them, exact at both ends
+        v = (1 - theta) * v_k + theta * v_next
+    else:
+        v = bracket_series(model, c_theta, sum(dlag[m] * c[m] for m in range(K + 1)) / dt, -0.5, 1 / 6)
+    dense = ca.Function("dense", [x, p, theta], [ca.vertcat(integ(q_k, c_theta), v)], ["x", "p", "theta"], ["qv"])
+    return error_estimate, dense
 
 
 def build_pbad_group(model: ArticulatedBody, config: StepConfig, forces, objective: Objective) -> StepProblem:
@@ -111,6 +139,7 @@ def build_pbad_group(model: ArticulatedBody, config: StepConfig, forces, objecti
     kinetic = chord_kinetic(model, s_sym, qs, hs, dts) if K == 2 else None
     difference = node_differences(model, Q)
 
+    error_estimate, dense = _group_error_and_dense(model, tau, Q, x, p, dt, v_k, v_next)
     metric = ca.Function("metric", [p], [crba(model)(q_k)], ["p"], ["M"])
     common = dict(integrator="pbad", config=config, nq=nq, nv=nv, nx=nx, ns=ns, nu=nu, init=init,
                   params=standard_params(ns, nu), guess=guess, advance=advance, order=K, objective=objective,
@@ -118,6 +147,7 @@ def build_pbad_group(model: ArticulatedBody, config: StepConfig, forces, objecti
                   velocity=("chord (q_k (-) q_{k+1}) / dt on the group" if K == 2 else
                             "derivative at t_{k+1} of the collocation polynomial in the chart at q_{k+1}"),
                   start=f"history node q0 (+) (h qd0 + h^2/2 qdd0), h = {tau[0]:+.4f} dt (second-order Taylor)",
+                  error_estimate=error_estimate, dense=dense, error_order=K,
                   meta={"nodes": tau.tolist(), "chart": "centred on q_k, exponential coordinates"})
     if objective is Objective.ENERGY:
         E = 0
