@@ -805,7 +805,7 @@ def build_step(model: ArticulatedBody, integrator: str, config: StepConfig,
             raise StepError(f"integrator {integrator!r} does not step on the rotation group yet: model "
                             f"{model.name!r} has ball / free joints ({', '.join(joints)}; nq={model.nq}, "
                             f"nv={model.nv}); pbad and the Newton-Euler baselines do (or use Euler-angle joints: "
-                            f"'spherical', 'floating', load_urdf(..., floating_base=True))")
+                            f"'spherical', 'floating', load_urdf(..., floating_base='floating'))")
         flat = [getattr(f, "name", str(f)) for f in forces if not getattr(f, "group", False)]
         if flat:
             raise StepError(f"force model(s) {', '.join(flat)} do not take ball / free joints yet (model "

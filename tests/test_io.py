@@ -114,7 +114,7 @@ def test_urdf_massless_and_point_mass_frames_merge_exactly(arm) -> None:
 
 
 def test_urdf_floating_base_replaces_the_world_mount() -> None:
-    m = load_urdf(DATA / "arm.urdf", floating_base=True)
+    m = load_urdf(DATA / "arm.urdf", floating_base="floating")
     assert m.has_floating_base and m.nq == 9
     root = m.joint("root_joint")
     assert (root.type, root.parent, root.child) == (JointType.FLOATING, WORLD, "base")
@@ -144,7 +144,7 @@ def _rot_xyz(e) -> np.ndarray:
 
 @pytest.mark.parametrize("floating", [False, True])
 def test_urdf_massless_root_absorbs_its_rigid_children(floating: bool) -> None:
-    m = load_urdf(DATA / "walker.urdf", floating_base=floating)
+    m = load_urdf(DATA / "walker.urdf", floating_base="floating" if floating else False)
     assert m.base == "base_footprint"
     assert [x.name for x in m.links] == ["base_footprint", "left_thigh", "right_thigh", "left_shin", "right_shin"]
     assert m.total_mass == pytest.approx(1e-6 + 8.0 + 2 * 1.2 + 2 * 0.6, abs=EXACT)
@@ -159,7 +159,7 @@ def test_urdf_merging_preserves_the_dynamics() -> None:
     """walker.urdf's merged trunk equals a hand-built model of the same rigid bodies."""
     from pbframework.model import ArticulatedBody, Joint, Link
 
-    m = load_urdf(DATA / "walker.urdf", floating_base=True)
+    m = load_urdf(DATA / "walker.urdf", floating_base="floating")
     T_trunk = transform((0, 0, 0.4), (0, 0.05, 0))
     T_inertia = T_trunk @ transform((0.01, 0, 0.02), (0, 0, 0.1)) @ transform((0, 0.003, 0), (0.02, 0, 0))
     R, p = T_inertia[:3, :3], T_inertia[:3, 3]
@@ -375,7 +375,7 @@ def test_real_robots_load_and_keep_their_mass(robots_dir: Path, rel: str) -> Non
     path = robots_dir / rel
     if not path.exists():
         pytest.skip(f"{rel} not in this example-robot-data version")
-    fixed, floating = load_urdf(path), load_urdf(path, floating_base=True)
+    fixed, floating = load_urdf(path), load_urdf(path, floating_base="floating")
     assert floating.nq == fixed.nq + 6
     assert fixed.total_mass == pytest.approx(_urdf_mass(path), rel=1e-12)
     assert floating.total_mass == pytest.approx(_urdf_mass(path), rel=1e-12)
@@ -463,7 +463,7 @@ def test_mjcf_chain3_is_the_chain_builder() -> None:
 
 @pytest.fixture(scope="module")
 def tree():
-    return load_mjcf(DATA / "tree_free_ball.xml")
+    return load_mjcf(DATA / "tree_free_ball.xml", quaternions=False)
 
 
 def test_mjcf_tree_structure(tree) -> None:
@@ -715,3 +715,45 @@ def test_mjcf_missing_file_or_include(tmp_path: Path) -> None:
     path = write(tmp_path, "model.xml", MJCF_OK.replace("<worldbody>", '<include file="parts.xml"/><worldbody>'))
     with pytest.raises(FileNotFoundError, match="parts.xml"):
         load_mjcf(path)
+
+
+def test_mjcf_ball_and_free_joints_are_mujocos_quaternions(rng: np.random.Generator) -> None:
+    """load_mjcf's default (quaternions=True): MuJoCo's own coordinates up to the quaternion order (MuJoCo
+    (w, x, y, z), ours (x, y, z, w)) and the free joint's linear velocity (MuJoCo: world frame, ours:
+    body frame, v_mj = T v with T = blockdiag(R_root, I)): M = T^T M_mj T and h = T^T (M_mj Tdot v + bias)."""
+    mj = _mujoco()
+    ours = load_mjcf(DATA / "tree_free_ball.xml")
+    m = mj.MjModel.from_xml_path(str(DATA / "tree_free_ball.xml"))
+    d = mj.MjData(m)
+    assert (ours.nq, ours.nv) == (m.nq, m.nv) == (12, 10)
+    assert [j.type.value for j in ours.joints] == ["free", "ball", "revolute"]
+    for _ in range(3):
+        qr, qs = (x / np.linalg.norm(x) for x in rng.normal(size=(2, 4)))      # (x, y, z, w)
+        p, elbow = rng.uniform(-1, 1, 3), rng.uniform(-1.2, 1.2, 1)
+        q = np.concatenate([p, qr, qs, elbow])
+        d.qpos[:] = np.concatenate([p, np.roll(qr, 1), np.roll(qs, 1), elbow])
+        v = rng.uniform(-2, 2, 10)
+        x, y, z, w = qr
+        R = np.array([[1 - 2 * (y * y + z * z), 2 * (x * y - z * w), 2 * (x * z + y * w)],
+                      [2 * (x * y + z * w), 1 - 2 * (x * x + z * z), 2 * (y * z - x * w)],
+                      [2 * (x * z - y * w), 2 * (y * z + x * w), 1 - 2 * (x * x + y * y)]])
+        T = np.eye(10)
+        T[:3, :3] = R
+        d.qvel[:] = T @ v
+        mj.mj_forward(m, d)
+        M = _full_mass_matrix(mj, m, d)
+        assert rel_err(dynamics.crba(ours)(q), T.T @ M @ T) <= MUJOCO_TOL
+        Tdot_v = np.zeros(10)
+        Tdot_v[:3] = R @ np.cross(v[3:6], v[:3])
+        h = np.array(dynamics.nonlinear_effects(ours)(q, v)).ravel()
+        assert rel_err(h, T.T @ (M @ Tdot_v + d.qfrc_bias)) <= MUJOCO_TOL
+    euler = load_mjcf(DATA / "tree_free_ball.xml", quaternions=False)
+    assert [j.type.value for j in euler.joints] == ["floating", "spherical", "revolute"]
+
+
+def test_urdf_floating_base_is_a_free_joint_unless_asked_for_euler_angles() -> None:
+    free, euler = load_urdf(DATA / "arm.urdf", floating_base=True), load_urdf(DATA / "arm.urdf", floating_base="floating")
+    assert free.joint("root_joint").type.value == "free" and (free.nq, free.nv) == (10, 9)
+    assert euler.joint("root_joint").type.value == "floating" and euler.nq == euler.nv == 9
+    with pytest.raises(ModelError, match="floating_base must be False, True"):
+        load_urdf(DATA / "arm.urdf", floating_base="quaternion")

@@ -2,7 +2,7 @@
 
 The robots come from example-robot-data (arms, quadrupeds, humanoids, a mobile manipulator) plus the small
 URDFs under tests/data. Each is checked with a fixed base (``pin.buildModelFromUrdf(path)``) and with a
-floating base: ``load_urdf(path, floating_base=True)`` against Pinocchio's composite root joint
+floating base: ``load_urdf(path, floating_base="floating")`` against Pinocchio's composite root joint
 [PX, PY, PZ, RX, RY, RZ], which has the same coordinates as our ``floating`` joint.
 
 Coordinates are matched by joint name. Pinocchio models a URDF ``continuous`` joint with two coordinates
@@ -76,7 +76,7 @@ class Pair:
     """Our model and Pinocchio's for one URDF, with the coordinate maps between them."""
 
     def __init__(self, path: Path, floating: bool) -> None:
-        self.ours = load_urdf(path, floating_base=floating)
+        self.ours = load_urdf(path, floating_base="floating" if floating else False)
         self.pin = (pin.buildModelFromUrdf(str(path), _root_joint(), ROOT_JOINT) if floating
                     else pin.buildModelFromUrdf(str(path)))
         self.data = self.pin.createData()

@@ -20,19 +20,22 @@ A body's joints act in the body frame, in document order (MuJoCo's ``mj_kinemati
 
 - no joint: ``fixed`` (the body is welded to its parent);
 - one ``hinge`` / ``slide``: ``revolute`` / ``prismatic``, with q = MuJoCo's qpos (a ``ref`` is honoured);
-- one ``ball``: ``spherical``, intrinsic x-y-z Euler angles about the body axes, centred at the joint ``pos``;
-- one ``free`` (top-level bodies only): ``floating``, the world position of the body frame, then intrinsic
-  x-y-z Euler angles;
+- one ``ball``: ``ball``, a unit quaternion about the body axes, centred at the joint ``pos`` (with
+  ``quaternions=False``: ``spherical``, intrinsic x-y-z Euler angles);
+- one ``free`` (top-level bodies only): ``free``, the world position of the body frame and a unit quaternion
+  (``quaternions=False``: ``floating``, the position then intrinsic x-y-z Euler angles);
 - two hinges about orthogonal axes at one ``pos``: ``ball2`` (about the first axis, then the second);
 - three hinges about a right-handed orthonormal triad at one ``pos``: ``spherical`` about those axes;
 - three slides then three hinges along one right-handed orthonormal triad (top-level bodies only):
   ``floating``.
 
-Coordinates therefore equal MuJoCo's ``qpos`` / ``qvel`` for hinges and slides. A ``ball`` or ``free``
-joint differs: MuJoCo uses a unit quaternion for the orientation and the body-frame angular velocity
-``omega`` for the velocity, this package uses Euler angles ``e`` and their rates, with ``omega = E(e) de/dt``
-(for a free joint the linear parts coincide: world position and world linear velocity). A ``free`` joint's
-body ``pos`` / ``quat`` are MuJoCo's initial ``qpos0``; here ``q = 0`` places that body at the world origin.
+Coordinates therefore equal MuJoCo's ``qpos`` / ``qvel`` for hinges and slides. A ``ball`` joint's equal
+them up to the quaternion's order (MuJoCo ``(w, x, y, z)``, here ``(x, y, z, w)``, Pinocchio's); a ``free``
+joint's linear velocity is in the body frame here (Pinocchio's convention) and in the world frame in
+MuJoCo (``v_mj = R v``). With ``quaternions=False`` a ``ball`` or ``free`` joint uses Euler angles ``e``
+and their rates instead, ``omega = E(e) de/dt`` (the linear parts then coincide with MuJoCo's). A
+``free`` joint's body ``pos`` / ``quat`` are MuJoCo's initial ``qpos0``; here the neutral configuration
+(``model.neutral()``) places that body at the world origin.
 A composed joint is named after its body; its coordinates follow the MJCF joint order.
 
 A link's frame is its joint frame: it is the MuJoCo body frame unless the joint has a ``pos`` (the link frame
@@ -225,8 +228,9 @@ def _pose(attrs: dict[str, str], comp: _Compiler, what: str) -> np.ndarray:
 class _Reader:
     """Walks the body tree and collects the intermediate bodies and joints."""
 
-    def __init__(self, src: str, comp: _Compiler, defaults: _Defaults) -> None:
+    def __init__(self, src: str, comp: _Compiler, defaults: _Defaults, quaternions: bool = True) -> None:
         self.src, self.comp, self.defaults = src, comp, defaults
+        self.quaternions = quaternions
         self.bodies: dict[str, _Body] = {}
         self.edges: list[_Edge] = []
         self._unnamed = 0
@@ -358,7 +362,8 @@ class _Reader:
                 if parent != WORLD:
                     raise ModelError(f"{p['where']}: a free joint must be on a top-level body (a child of "
                                      f"<worldbody>), but body {body!r} is inside {parent!r}")
-                return _Edge(p["name"], JointType.FLOATING, WORLD, body, np.eye(4)), np.eye(4)
+                jt = JointType.FREE if self.quaternions else JointType.FLOATING
+                return _Edge(p["name"], jt, WORLD, body, np.eye(4)), np.eye(4)
             P = _homogeneous(np.eye(3), p["pos"])
             origin = base @ P
             if t == "hinge":
@@ -368,7 +373,7 @@ class _Reader:
                 origin = origin @ _homogeneous(np.eye(3), -p["ref"] * p["axis"])
                 jt = JointType.PRISMATIC
             else:
-                jt = JointType.SPHERICAL
+                jt = JointType.BALL if self.quaternions else JointType.SPHERICAL
             edge = _Edge(p["name"], jt, parent, body, origin, axis=p["axis"] if t in ("hinge", "slide")
                          else np.array([0.0, 0.0, 1.0]), lower=p["lower"], upper=p["upper"], effort=p["effort"])
             return edge, _inverse(P)
@@ -414,7 +419,8 @@ def _has_joint(el: ET.Element) -> bool:
     return any(x.tag in ("joint", "freejoint") for x in el.iter())
 
 
-def load_mjcf(path: str | os.PathLike, *, limits: bool = True, balance_inertia: bool = False) -> ArticulatedBody:
+def load_mjcf(path: str | os.PathLike, *, limits: bool = True, balance_inertia: bool = False,
+              quaternions: bool = True) -> ArticulatedBody:
     """Load the kinematic tree of an MJCF (MuJoCo XML) file as an :class:`~pbframework.model.ArticulatedBody`.
 
     Args:
@@ -424,11 +430,13 @@ def load_mjcf(path: str | os.PathLike, *, limits: bool = True, balance_inertia: 
         balance_inertia: set the principal moments of a body that breaks the triangle inequality to their
             mean, as MuJoCo does; also on where the file says ``<compiler balanceinertia="true">``. The
             changed bodies are named in an :class:`~pbframework.io.urdf.InertiaBalanced` warning.
+        quaternions: MJCF ``ball`` and ``free`` joints as pbframework's ``ball`` and ``free`` (unit quaternions,
+            MuJoCo's own coordinates up to the quaternion order: MuJoCo stores ``(w, x, y, z)``, pbframework
+            ``(x, y, z, w)``); ``False``: as the Euler-angle joints ``spherical`` and ``floating``.
 
     Returns:
         The model, named after ``<mujoco model>``, with gravity from ``<option gravity>``. Joint and
-        coordinate conventions are in the module docstring (hinges and slides keep MuJoCo's coordinates;
-        ball and free joints use Euler angles).
+        coordinate conventions are in the module docstring (hinges and slides keep MuJoCo's coordinates).
 
     Raises:
         FileNotFoundError: ``path`` (or an included file) does not exist.
@@ -445,7 +453,7 @@ def load_mjcf(path: str | os.PathLike, *, limits: bool = True, balance_inertia: 
     for opt in root.findall("option"):
         if "gravity" in opt.attrib:
             gravity = _floats(opt.get("gravity"), 3, f"{src}: <option> attribute gravity")
-    reader = _Reader(src, comp, defaults)
+    reader = _Reader(src, comp, defaults, quaternions)
     tops: list[tuple[ET.Element, np.ndarray, str | None]] = []
     for wb in root.findall("worldbody"):
         for sub, T, cc in reader.contents(wb, np.eye(4), None, f"{src}: <worldbody>"):

@@ -417,15 +417,14 @@ def load_urdf(path: str | os.PathLike, floating_base: bool | str = False, *, lim
 
     Args:
         path: the ``.urdf`` file (plain URDF; run ``xacro`` on ``.xacro`` sources first).
-        floating_base: attach the root link to the world with a 6-coordinate ``floating`` joint named
-            ``"root_joint"`` (translations x, y, z then intrinsic rotations x, y, z; the same coordinates as
-            Pinocchio's composite root joint [PX, PY, PZ, RX, RY, RZ]). If the file fixes the robot to a
-            ``world`` link through a fixed joint, that joint is replaced by the floating one (its origin is
-            dropped, so the coordinates are the root link's world pose; Pinocchio instead floats the world
-            link, which differs from this by that joint's origin when it is not the identity).
-            ``"free"``: the same with a ``free`` joint instead (a position and a unit quaternion, nq 7 and
-            nv 6: Pinocchio's ``JointModelFreeFlyer``, no gimbal lock); the dynamics take it, the
-            integrators do not yet (the Simulator refuses it in one line).
+        floating_base: attach the root link to the world with a ``free`` joint named ``"root_joint"`` (a
+            position and a unit quaternion, nq 7 and nv 6: Pinocchio's ``JointModelFreeFlyer`` and its default
+            name; no gimbal lock). ``True`` or ``"free"``; ``"floating"``: a 6-coordinate ``floating`` joint
+            instead (translations x, y, z then intrinsic rotations x, y, z, the coordinates of Pinocchio's
+            composite root joint [PX, PY, PZ, RX, RY, RZ]). If the file fixes the robot to a ``world`` link
+            through a fixed joint, that joint is replaced by the floating one (its origin is dropped, so the
+            coordinates are the root link's world pose; Pinocchio instead floats the world link, which differs
+            from this by that joint's origin when it is not the identity).
         limits: where a revolute or prismatic joint has a ``<limit>``, give the model the ``joint_limits``
             force (default parameters) in ``model.default_forces``, so every Simulator of it holds the joints
             inside their limits. ``False``: the limits stay on the joints as data, and nothing enforces them.
@@ -509,7 +508,7 @@ def load_urdf(path: str | os.PathLike, floating_base: bool | str = False, *, lim
     if floating_base not in (False, True, "free", "floating"):
         raise ModelError(f"{src}: floating_base must be False, True (or 'floating': Euler angles) or 'free' "
                          f"(a quaternion), got {floating_base!r}")
-    base_type = JointType.FREE if floating_base == "free" else JointType.FLOATING
+    base_type = JointType.FLOATING if floating_base == "floating" else JointType.FREE
     if floating_base:
         world_edges = [e for e in edges if e.parent == WORLD]
         if any(e.type is JointType.FLOATING for e in world_edges):
