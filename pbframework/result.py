@@ -166,7 +166,8 @@ class Trajectory:
         outcome = np.asarray(st.get("outcome", np.zeros(0, np.int8)))
         halv = int(np.sum(st.get("halvings", 0)))
         parts = [self.status_line(),
-                 f"{inf.get('model', 'model')} (nq={inf.get('nq', self.q.shape[1])}) with "
+                 f"{inf.get('model', 'model')} (nq={inf.get('nq', self.q.shape[1])}"
+                 + (f", nv={inf['nv']}" if inf.get("nv", inf.get("nq")) != inf.get("nq") else "") + ") with "
                  f"{inf.get('integrator')} order {inf.get('order')}"
                  + (f", solver {inf.get('solver')}" if inf.get("implicit") else "")
                  + f", dt={inf.get('dt')} s: {self.steps} steps to t={self.t[-1]:.4g} s in "
