@@ -108,9 +108,7 @@ def main(argv=None) -> int:
             r["method"] = method
             rows.append(r)
             show(r)
-    if args.rtols != "none" and model.on_group:
-        print("adaptive rows skipped: adaptive steps are not on the rotation group yet (ball joints)")
-    elif args.rtols != "none":
+    if args.rtols != "none":
         for order in [int(o) for o in args.adaptive_orders.split(",") if o]:
             if args.rtols is None:
                 rtols = ADAPTIVE.get(order, [])[:None if args.backend == "c" else -2]

@@ -367,17 +367,18 @@ def test_work_precision(tmp_path):
 
 
 def test_work_precision_ball_joints(tmp_path):
-    """CHAIN-3 on quaternion ball joints: the methods that step on the group run, the others say why,
-    MuJoCo's peer uses ball joints (its RK4 energy error then matches ours at the same dt)."""
+    """CHAIN-3 on quaternion ball joints: every method runs on the group (Runge-Kutta as RKMK), adaptive
+    rows included, and MuJoCo's peer uses ball joints."""
     duration = 0.2
     out, text = run_benchmark(tmp_path, "work_precision.py", "--links", 3, "--duration", duration, "--joint", "ball",
-                              "--largest-dts", 1)
+                              "--largest-dts", 1, "--rtols", "1e-3", "--adaptive-orders", "3")
     data = load(out, "work_precision")
     assert data["joint"] == "ball"
     methods = [r["method"] for r in data["rows"]]
-    assert methods[:5] == ["forward_euler", "semi_implicit_euler", "pbad2", "pbad3", "pbad4"]
-    assert "rk4                   skipped: rk4 does not step on the rotation group yet" in text
-    assert "adaptive rows skipped" in text
+    assert methods[:8] == ["forward_euler", "semi_implicit_euler", "rk2", "rk3", "rk4", "pbad2", "pbad3", "pbad4"]
+    assert "skipped" not in text
+    adaptive = [r for r in data["rows"] if r["method"] == "pbad3_adaptive"]
+    assert len(adaptive) == 1 and adaptive[0]["status"] == "ok" and adaptive[0]["accepted"] > 0
     for r in data["rows"]:
         check_energy_row(r)
     if HAS_MUJOCO:
