@@ -31,11 +31,16 @@ class ForceForm(str, enum.Enum):
         POTENTIAL: integrable potential ``Q(q_next, q_cur, q_prev; dt, t)``.
         GENERALIZED_FORCE: generalised force ``f(q, qd, t)`` in the model's coordinates.
         WRENCH_POLYTOPE: vertices of the contact force set per contact point.
+        STEP_FORCE: a non-integrable generalised force of a whole step, ``f(q_next, q_cur; dt, t)`` at the
+            step's end configuration, which may depend on the step's displacement (seed 002's corrected
+            tangential friction, Eq. 12); integrators that minimise the gradient-level objective (``pbfd``,
+            Eq. 13) take it.
     """
 
     POTENTIAL = "potential"
     GENERALIZED_FORCE = "generalized_force"
     WRENCH_POLYTOPE = "wrench_polytope"
+    STEP_FORCE = "step_force"
 
 
 class ForceModel:
@@ -78,6 +83,12 @@ class ForceModel:
     def wrench_polytope(self, model: ArticulatedBody, q):
         """Vertices of the feasible contact wrench set per contact point."""
         raise TypeError(f"force model {self.name!r} has no wrench_polytope form (its forms: "
+                        f"{sorted(f.value for f in self.forms)})")
+
+    def step_force(self, model: ArticulatedBody, q_next, q_cur, dt, t):
+        """Generalised force (``nv`` entries) acting over the step from ``q_cur`` to ``q_next``, evaluated at
+        ``q_next`` (``ForceForm.STEP_FORCE``)."""
+        raise TypeError(f"force model {self.name!r} has no step_force form (its forms: "
                         f"{sorted(f.value for f in self.forms)})")
 
     def energy(self, model: ArticulatedBody, q):

@@ -37,6 +37,17 @@ def finite_number(who: str, name: str, value: Any, *, minimum: float | None = No
     return v
 
 
+def unit_vector(who: str, name: str, value: Any) -> np.ndarray:
+    """``value`` as a unit 3-vector; ValueError (one line) unless it is 3 finite numbers, not all zero."""
+    try:
+        n = np.asarray(value, dtype=float).reshape(-1)
+    except (TypeError, ValueError):
+        n = np.zeros(0)
+    if n.shape != (3,) or not np.all(np.isfinite(n)) or np.linalg.norm(n) < 1e-12:
+        raise ValueError(f"{who}: {name} must be 3 finite numbers, not all zero, got {value!r}")
+    return n / np.linalg.norm(n)
+
+
 def gain_vector(who: str, name: str, value: Any) -> np.ndarray:
     """A non-negative gain: a scalar (same for every selected coordinate) or one value per coordinate.
 

@@ -54,7 +54,7 @@ from pbframework.hookspecs import PluginInfo, hookimpl
 from pbframework.kinematics import contact_positions
 from pbframework.model import ArticulatedBody
 
-from ._common import TangentSymbols, cached_function, finite_number
+from ._common import TangentSymbols, cached_function, finite_number, unit_vector
 
 
 class FrictionDepth(str, enum.Enum):
@@ -105,13 +105,7 @@ class PenaltyContact(ForceModel):
         who = self.name
         self.stiffness = finite_number(who, "stiffness", stiffness, minimum=0.0, strict=True)
         self.friction = finite_number(who, "friction", friction, minimum=0.0)
-        try:
-            n = np.asarray(normal, dtype=float).reshape(-1)
-        except (TypeError, ValueError):
-            n = np.zeros(0)
-        if n.shape != (3,) or not np.all(np.isfinite(n)) or np.linalg.norm(n) < 1e-12:
-            raise ValueError(f"{who}: normal must be 3 finite numbers, not all zero, got {normal!r}")
-        self.normal = n / np.linalg.norm(n)
+        self.normal = unit_vector(who, "normal", normal)
         self.offset = finite_number(who, "offset", offset)
         self.friction_power = finite_number(who, "friction_power", friction_power, minimum=1.0)
         self.smoothing = finite_number(who, "smoothing", smoothing, minimum=0.0)
