@@ -456,3 +456,18 @@ def test_fd_scaling(tmp_path):
     depth = {r["n"]: r for r in data["depth"]}
     assert {2, 3, 1000} <= set(depth)
     assert all(depth[1000][v] > depth[2][v] for v in variants)
+
+
+def test_box_slide(tmp_path):
+    """Seed 002 Fig. 5 in its quick form: PBFD's distance falls as C_par grows at dt 0.01; PBD's does not;
+    MuJoCo (pyramidal and elliptic cones) stands in for the dry-friction model."""
+    out, text = run_benchmark(tmp_path, "box_slide.py", "--quick")
+    data = load(out, "box_slide")
+    rows = data["rows"]
+    pbfd = [r["distance"] for r in rows if r["method"] == "pbfd" and r["dt"] == 0.01]
+    pbd = [r["distance"] for r in rows if r["method"] == "pbd" and r["dt"] == 0.01]
+    assert len(pbfd) == 3 and all(a > b for a, b in zip(pbfd, pbfd[1:]))
+    assert not all(a > b for a, b in zip(pbd, pbd[1:]))
+    assert all(r["status"] == "ok" and r["wall"] > 0 for r in rows if r["method"] == "pbfd")
+    if HAS_MUJOCO:
+        assert {r["method"] for r in rows} >= {"mujoco_pyramidal", "mujoco_elliptic"}
