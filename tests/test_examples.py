@@ -88,3 +88,16 @@ def test_example_runs_in_fast_mode(script: Path, tmp_path: Path):
     check = CHECKS.get(script.stem)
     if check is not None:
         check(tmp_path, proc.stdout)
+
+
+def _check_box_slide(out: Path, stdout: str) -> None:
+    results = json.loads((out / "box_slide.json").read_text())
+    assert (out / "box_slide.png").stat().st_size > 0
+    assert set(results) == {"dt=0.01", "dt=0.1"}
+    for name, r in results.items():
+        assert r["status"] == "ok" and 0.0 < r["distance_m"] < 2.0, (name, r)
+    assert results["dt=0.1"]["steps"] * 10 == results["dt=0.01"]["steps"]
+    assert "pbfd dt = 0.1 s: status ok" in stdout
+
+
+CHECKS["box_slide"] = _check_box_slide
