@@ -471,3 +471,16 @@ def test_box_slide(tmp_path):
     assert all(r["status"] == "ok" and r["wall"] > 0 for r in rows if r["method"] == "pbfd")
     if HAS_MUJOCO:
         assert {r["method"] for r in rows} >= {"mujoco_pyramidal", "mujoco_elliptic"}
+
+
+def test_pbfd_solvers(tmp_path):
+    """Seed 002 Table I in its quick form: every solver on Eq. 6 and Eq. 13 on both scenes, converged."""
+    out, text = run_benchmark(tmp_path, "pbfd_solvers.py", "--quick")
+    data = load(out, "pbfd_solvers", png=False)
+    rows = data["rows"]
+    assert len(rows) == 12 and {r["scene"] for r in rows} == {"fixed", "floating"}
+    assert {(r["equation"], r["solver"]) for r in rows} == {(e, s) for e in ("Eq. 6", "Eq. 13")
+                                                             for s in ("lm", "jtj_lm", "lbfgs")}
+    for r in rows:
+        assert r["status"] == "ok" and r["unconverged"] == 0 and positive(r["ms_per_step"]), r
+        assert r["iterations_per_step"] >= 1
