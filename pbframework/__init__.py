@@ -5,11 +5,11 @@ The public front. Everything listed in ``__all__`` is stable API; other modules 
 
 from __future__ import annotations
 
-from . import dynamics, inertia, kinematics, models
+from . import dynamics, geometry, inertia, kinematics, models
 from .forces import ForceForm, ForceModel, force_model
 from .hookspecs import PluginInfo, hookimpl
 from .io import load_mjcf, load_urdf
-from .model import WORLD, ArticulatedBody, Joint, JointType, Link, ModelError, transform
+from .model import WORLD, ArticulatedBody, Joint, JointType, Link, ModelError, Shape, ShapeType, transform
 from .registry import (PluginError, PluginParameterError, UnknownPluginError, available, get_plugin, register,
                        registry)
 from .result import BatchTrajectory, Trajectory
@@ -19,8 +19,8 @@ from .step import Objective, ProblemKind, SolveResult, StepConfig, StepError, St
 __version__ = "0.1.0"
 
 __all__ = [
-    "ArticulatedBody", "Link", "Joint", "JointType", "ModelError", "WORLD", "transform",
-    "models", "kinematics", "inertia", "dynamics",
+    "ArticulatedBody", "Link", "Joint", "JointType", "Shape", "ShapeType", "ModelError", "WORLD", "transform",
+    "models", "kinematics", "inertia", "dynamics", "geometry",
     "load_urdf", "load_mjcf",
     "ForceForm", "ForceModel", "force_model",
     "PluginInfo", "hookimpl", "PluginError", "PluginParameterError", "UnknownPluginError",

@@ -130,6 +130,19 @@ def _vec3(value, what: str) -> np.ndarray:
     return a
 
 
+def _rigid_transform(value, what: str) -> np.ndarray:
+    """``value`` as a 4x4 rigid transform (a proper rotation, last row ``0 0 0 1``); ModelError naming ``what``."""
+    T = np.asarray(value, dtype=float)
+    if T.shape != (4, 4) or not np.all(np.isfinite(T)):
+        raise ModelError(f"{what} must be a finite 4x4 transform, got shape {T.shape}")
+    R = T[:3, :3]
+    if not np.allclose(R.T @ R, np.eye(3), atol=1e-6) or np.linalg.det(R) < 0:
+        raise ModelError(f"{what} rotation is not a proper rotation matrix")
+    T = T.copy()
+    T[3] = (0.0, 0.0, 0.0, 1.0)
+    return T
+
+
 def rpy_to_matrix(rpy: Sequence[float]) -> np.ndarray:
     """URDF roll-pitch-yaw (fixed-axis X, Y, Z) to a rotation matrix: ``Rz(y) @ Ry(p) @ Rx(r)``."""
     r, p, y = (float(v) for v in rpy)
@@ -177,6 +190,74 @@ def balance_inertia(inertia: np.ndarray) -> np.ndarray:
     return np.eye(3) * (moments.sum() / 3.0)
 
 
+class ShapeType(str, enum.Enum):
+    """The primitive collision shapes a link can carry (:class:`Shape`).
+
+    Attributes:
+        SPHERE: a sphere of ``size = (radius,)`` about the shape frame's origin.
+        BOX: a box of ``size = (hx, hy, hz)``, half-extents along the shape frame's axes.
+        CAPSULE: a capsule of ``size = (radius, half_length)``: the segment from ``-half_length`` to
+            ``+half_length`` along the shape frame's z axis, swept by a sphere of ``radius``.
+    """
+
+    SPHERE = "sphere"
+    BOX = "box"
+    CAPSULE = "capsule"
+
+
+_SHAPE_SIZE = {ShapeType.SPHERE: ("radius",), ShapeType.BOX: ("hx", "hy", "hz"),
+               ShapeType.CAPSULE: ("radius", "half_length")}
+
+
+@dataclass(frozen=True, eq=False)
+class Shape:
+    """A primitive collision shape fixed to a link (read from URDF ``<collision>`` / MJCF ``<geom>``).
+
+    Shapes are geometry only: they carry no mass and no force model reads them directly;
+    :func:`pbframework.geometry.sample_contact_points` turns them into contact points.
+
+    Attributes:
+        type: a :class:`ShapeType` (or its name).
+        size: the type's dimensions, all > 0: sphere ``(radius,)``, box half-extents ``(hx, hy, hz)``,
+            capsule ``(radius, half_length)``.
+        pose: 4x4 transform of the shape frame in the link frame (use :func:`transform`).
+        name: a label from the source file (may be empty).
+    """
+
+    type: ShapeType | str
+    size: Sequence[float]
+    pose: np.ndarray = field(default_factory=lambda: np.eye(4))
+    name: str = ""
+
+    def __post_init__(self) -> None:
+        where = f"shape {self.name!r}" if self.name else "shape"
+        try:
+            kind = ShapeType(str(getattr(self.type, "value", self.type)).lower())
+        except ValueError:
+            raise ModelError(f"{where}: unsupported type {self.type!r} (supported: "
+                             f"{', '.join(t.value for t in ShapeType)})") from None
+        object.__setattr__(self, "type", kind)
+        names = _SHAPE_SIZE[kind]
+        try:
+            size = np.asarray(self.size, dtype=float).reshape(-1)
+        except (TypeError, ValueError):
+            size = np.zeros(0)
+        if size.shape != (len(names),) or not np.all(np.isfinite(size)):
+            raise ModelError(f"{where}: a {kind.value} takes {len(names)} finite sizes ({', '.join(names)}), got "
+                             f"{self.size!r}")
+        if np.any(size <= 0.0):
+            bad = names[int(np.argmax(size <= 0.0))]
+            raise ModelError(f"{where}: {kind.value} {bad} must be > 0, got {self.size!r}")
+        object.__setattr__(self, "size", size)
+        object.__setattr__(self, "pose", _rigid_transform(self.pose, f"{where}: pose"))
+        for a in (self.size, self.pose):
+            a.setflags(write=False)
+
+    def moved(self, T: np.ndarray) -> "Shape":
+        """The same shape with its frame given in another frame: pose ``T @ pose``."""
+        return Shape(self.type, self.size, np.asarray(T, float) @ self.pose, self.name)
+
+
 @dataclass(frozen=True, eq=False)
 class Link:
     """A rigid link.
@@ -188,6 +269,8 @@ class Link:
         inertia: 3x3 inertia tensor about the centre of mass, in link-frame axes (kg m^2); symmetric
             positive definite and satisfying the triangle inequality.
         contact_points: (k, 3) points in the link frame used by contact force models (may be empty).
+        shapes: primitive collision shapes (:class:`Shape`) fixed to the link, read from URDF / MJCF files;
+            geometry only, turned into contact points by :func:`pbframework.geometry.sample_contact_points`.
     """
 
     name: str
@@ -195,6 +278,7 @@ class Link:
     com: np.ndarray = field(default_factory=lambda: np.zeros(3))
     inertia: np.ndarray = field(default_factory=lambda: np.eye(3) * 1e-3)
     contact_points: np.ndarray = field(default_factory=lambda: np.zeros((0, 3)))
+    shapes: tuple[Shape, ...] = ()
 
     def __post_init__(self) -> None:
         where = f"link {self.name!r}"
@@ -232,6 +316,11 @@ class Link:
         if pts.ndim != 2 or pts.shape[1] != 3 or not np.all(np.isfinite(pts)):
             raise ModelError(f"{where}: contact_points must be a (k, 3) array, got shape {pts.shape}")
         object.__setattr__(self, "contact_points", pts)
+        shapes = tuple(self.shapes)
+        for sh in shapes:
+            if not isinstance(sh, Shape):
+                raise ModelError(f"{where}: shapes must be Shape objects, got {type(sh).__name__}")
+        object.__setattr__(self, "shapes", shapes)
         for a in (self.com, self.inertia, self.contact_points):
             a.setflags(write=False)
 
@@ -278,15 +367,7 @@ class Joint:
             raise ModelError(f"joint name must be a non-empty string, got {self.name!r}")
         where = f"joint {self.name!r} of link {self.child!r}"
         object.__setattr__(self, "type", JointType.parse(self.type, where=where))
-        origin = np.asarray(self.origin, dtype=float)
-        if origin.shape != (4, 4) or not np.all(np.isfinite(origin)):
-            raise ModelError(f"{where}: origin must be a finite 4x4 transform, got shape {origin.shape}")
-        R = origin[:3, :3]
-        if not np.allclose(R.T @ R, np.eye(3), atol=1e-6) or np.linalg.det(R) < 0:
-            raise ModelError(f"{where}: origin rotation is not a proper rotation matrix")
-        origin = origin.copy()
-        origin[3] = (0.0, 0.0, 0.0, 1.0)
-        object.__setattr__(self, "origin", origin)
+        object.__setattr__(self, "origin", _rigid_transform(self.origin, f"{where}: origin"))
         axis = _vec3(self.axis, f"{where}: axis")
         n = np.linalg.norm(axis)
         if self.type in (JointType.REVOLUTE, JointType.PRISMATIC) and n < 1e-12:

@@ -10,6 +10,11 @@ The subset read
 - ``<inertial pos [orientation] mass diaginertia|fullinertia>``. Inertia computed from geoms is **not**
   supported: a body that has geoms but no ``<inertial>`` is an error unless ``<compiler
   inertiafromgeom="false">`` says geoms carry no mass.
+- ``<geom>`` of type ``sphere``, ``box`` and ``capsule`` (``size``, or ``fromto`` for a capsule; pose by ``pos``
+  and an orientation, ``<default>`` classes honoured) on moving bodies, as
+  :class:`~pbframework.model.Shape` entries of ``Link.shapes`` in the link frame (geometry only, for
+  :func:`pbframework.geometry.sample_contact_points`). A geom with ``contype="0" conaffinity="0"`` (visual
+  only) and every other geom type are ignored, as are ``<worldbody>`` geoms (static scenery).
 - ``<joint>`` (with ``<default>`` classes, ``class`` and ``childclass``) and ``<freejoint>``: ``pos``,
   ``axis``, ``ref``, ``range`` and ``limited``. Damping, armature, stiffness and friction loss are not part of
   the rigid-body model and are ignored (so compare with MuJoCo at zero armature).
@@ -62,7 +67,7 @@ from typing import Iterator
 
 import numpy as np
 
-from ..model import WORLD, ArticulatedBody, JointType, ModelError
+from ..model import WORLD, ArticulatedBody, JointType, ModelError, Shape
 from .urdf import _assemble, _Body, _Edge, _floats, _homogeneous, _inverse, _number, _read_xml
 
 __all__ = ["load_mjcf", "MJCF_JOINT_TYPES"]
@@ -285,6 +290,8 @@ class _Reader:
                             f"geoms, which load_mjcf does not do; add an explicit <inertial> (or set <compiler "
                             f"inertiafromgeom=\"false\"/> if the geoms carry no mass)")
             b = _Body(name, 0.0, np.zeros(3), np.zeros((3, 3)))
+        b.shapes = [sh for sub, Ts, ccs in items if sub.tag == "geom"
+                    for sh in self.geom_shape(sub, F_body @ Ts, ccs, where)]
         self.bodies[name] = b
         self.edges.append(edge)
         for sub, Ts, ccs in items:
@@ -300,6 +307,34 @@ class _Reader:
         if "mass" in attrs:
             return _floats(attrs["mass"], 1, f"{where} <geom> attribute mass")[0] > 0.0
         return _floats(attrs.get("density", "1000"), 1, f"{where} <geom> attribute density")[0] > 0.0
+
+    def geom_shape(self, geom: ET.Element, T: np.ndarray, cc: str | None, where: str) -> list[Shape]:
+        """The geom as a collision :class:`Shape` in the link frame (``T``: the geom's parent frame there);
+        empty for a visual-only geom or a type other than sphere, box, capsule."""
+        attrs = self.defaults.resolve(geom, cc, where)
+        kind = attrs.get("type", "sphere")
+        if kind not in ("sphere", "box", "capsule") or (attrs.get("contype") == "0" and attrs.get("conaffinity") == "0"):
+            return []
+        what = f"{where} <geom{' ' + repr(geom.get('name')) if geom.get('name') else ''}>"
+        need = {"sphere": 1, "box": 3, "capsule": 1 if "fromto" in attrs else 2}[kind]
+        size = _floats(attrs.get("size", ""), None, f"{what}: attribute size")
+        if size.size < need:
+            raise ModelError(f"{what}: a {kind} needs {need} size numbers, got size={attrs.get('size')!r}")
+        size = size[:need]
+        if "fromto" in attrs:
+            if kind != "capsule":
+                raise ModelError(f"{what}: fromto is read for capsules only, not for a {kind}")
+            a, b = np.split(_floats(attrs["fromto"], 6, f"{what}: attribute fromto"), 2)
+            half = 0.5 * float(np.linalg.norm(b - a))
+            zaxis = " ".join(repr(float(v)) for v in (b - a)) if half > 0 else "0 0 1"
+            pose = _pose({"pos": " ".join(repr(float(v)) for v in (a + b) / 2), "zaxis": zaxis}, self.comp, what)
+            size = np.array([size[0], half])
+        else:
+            pose = _pose(attrs, self.comp, what)
+        try:
+            return [Shape(kind, size, T @ pose, geom.get("name", ""))]
+        except ModelError as exc:
+            raise ModelError(f"{what}: {exc}") from None
 
     def inertial(self, name: str, el: ET.Element, F_body: np.ndarray, where: str) -> _Body:
         what = f"{where} <inertial>"

@@ -3,8 +3,13 @@
 What is read
 ------------
 - ``<link>``: the ``<inertial>`` (mass, inertia tensor, and the ``<origin xyz rpy>`` of the inertial frame;
-  the centre of mass and the tensor are converted into the link frame). ``<visual>``, ``<collision>``
-  (meshes, ``package://`` paths included) and every other child are ignored.
+  the centre of mass and the tensor are converted into the link frame), and each ``<collision>`` whose
+  ``<geometry>`` is a ``<sphere radius>``, a ``<box size>`` (full edge lengths) or a ``<capsule radius
+  length>`` (a common extension; the segment along the collision frame's z) as a
+  :class:`~pbframework.model.Shape` in ``Link.shapes`` (posed by the collision ``<origin>``; kept, moved into
+  the absorbing link's frame, when a link is merged). Collision meshes and cylinders, ``<visual>`` and every
+  other child are ignored. Shapes are geometry only: :func:`pbframework.geometry.sample_contact_points` makes
+  contact points of them.
 - ``<joint>`` of type ``revolute``, ``continuous`` (read as revolute without position limits),
   ``prismatic``, ``fixed`` and ``floating`` (only from the world link; read as this package's 6-coordinate
   floating joint): parent, child, ``<origin>``, ``<axis>`` (default ``1 0 0``) and ``<limit lower upper
@@ -52,8 +57,8 @@ from typing import Sequence
 import numpy as np
 
 from ..limits import default_forces
-from ..model import (DEFAULT_GRAVITY, WORLD, ArticulatedBody, Joint, JointType, Link, ModelError, balance_inertia,
-                     rpy_to_matrix)
+from ..model import (DEFAULT_GRAVITY, WORLD, ArticulatedBody, Joint, JointType, Link, ModelError, Shape,
+                     balance_inertia, rpy_to_matrix)
 
 __all__ = ["load_urdf", "InertiaBalanced", "ROOT_JOINT", "URDF_JOINT_TYPES"]
 
@@ -150,9 +155,11 @@ class _Body:
     mass: float
     com: np.ndarray
     inertia: np.ndarray
+    shapes: list[Shape] = field(default_factory=list)
 
     def absorb(self, other: "_Body", T: np.ndarray) -> None:
-        """Add ``other`` (whose frame is ``T`` in this body's frame) to this body's inertia."""
+        """Add ``other`` (whose frame is ``T`` in this body's frame) to this body's inertia and shapes."""
+        self.shapes.extend(s.moved(T) for s in other.shapes)
         R, p = T[:3, :3], T[:3, 3]
         m2, c2, I2 = other.mass, R @ other.com + p, R @ other.inertia @ R.T
         m1, c1, I1 = self.mass, self.com, self.inertia
@@ -311,7 +318,7 @@ def _assemble(bodies: dict[str, _Body], edges: list[_Edge], src: str, name: str,
             fix = (f"; correct its inertial, or load with {balance_flag} to set its principal moments to their "
                    f"mean as MuJoCo's balanceinertia does") if repaired is not b.inertia else "; correct its inertial"
             raise ModelError(f"{src}: {link_word} {bname!r}{moved}: {reason}{fix}")
-        links.append(Link(bname, b.mass, com=b.com, inertia=b.inertia))
+        links.append(Link(bname, b.mass, com=b.com, inertia=b.inertia, shapes=b.shapes))
     if balanced:
         noun = link_word if len(balanced) == 1 else {"body": "bodies"}.get(link_word, f"{link_word}s")
         warnings.warn(f"{src}: balanced the inertia of {len(balanced)} {noun} "
@@ -351,11 +358,36 @@ def _origin(elem: ET.Element, what: str) -> np.ndarray:
     return _homogeneous(rpy_to_matrix(rpy), xyz)
 
 
+def _urdf_shapes(link: ET.Element, where: str) -> list[Shape]:
+    """The sphere, box and capsule ``<collision>`` geometries of ``link`` (others are ignored)."""
+    out = []
+    for k, col in enumerate(link.findall("collision")):
+        what = f"{where} <collision> number {k + 1}"
+        geometry = col.find("geometry")
+        if geometry is None:
+            raise ModelError(f"{what}: has no <geometry>")
+        for g in geometry:
+            if g.tag == "sphere":
+                size = [_number(g, "radius", what)]
+            elif g.tag == "box":
+                size = list(_floats(g.get("size"), 3, f"{what}: <box> attribute size") / 2)
+            elif g.tag == "capsule":
+                size = [_number(g, "radius", what), _number(g, "length", what) / 2]
+            else:
+                continue
+            try:
+                out.append(Shape(g.tag, size, _origin(col, what), col.get("name", "")))
+            except ModelError as exc:
+                raise ModelError(f"{what}: {exc}") from None
+    return out
+
+
 def _urdf_body(link: ET.Element, name: str, src: str) -> _Body:
     where = f"{src}: link {name!r}"
+    shapes = _urdf_shapes(link, where)
     inertial = link.find("inertial")
     if inertial is None:
-        return _Body(name, 0.0, np.zeros(3), np.zeros((3, 3)))
+        return _Body(name, 0.0, np.zeros(3), np.zeros((3, 3)), shapes)
     mass_el = inertial.find("mass")
     if mass_el is None:
         raise ModelError(f"{where}: <inertial> has no <mass>")
@@ -372,7 +404,7 @@ def _urdf_body(link: ET.Element, name: str, src: str) -> _Body:
     if not np.all(np.isfinite(I)):
         raise ModelError(f"{where}: <inertia> must be finite")
     R = T[:3, :3]
-    return _Body(name, mass, T[:3, 3].copy(), R @ I @ R.T)
+    return _Body(name, mass, T[:3, 3].copy(), R @ I @ R.T, shapes)
 
 
 def _urdf_edge(j: ET.Element, src: str, index: int) -> _Edge:

@@ -39,6 +39,9 @@ continuously differentiable with a jump in curvature at the surface, which Leven
 ``d = eps log(1 + exp((h - n . P)/eps))``, infinitely smooth, at the price of a small force (about
 ``D1 eps exp(-s/eps)``) at a distance ``s`` above the plane; choose ``eps`` well below the expected
 penetration ``weight / (D1 * points in contact)``.
+
+The plane and its depth are :class:`pbframework.geometry.Plane` and :func:`pbframework.geometry.depth`, the
+contact geometry every contact model shares.
 """
 
 from __future__ import annotations
@@ -50,6 +53,7 @@ import casadi as ca
 import numpy as np
 
 from pbframework.forces import ForceForm, ForceModel
+from pbframework.geometry import Plane, depth, softplus  # noqa: F401 - softplus kept importable from here
 from pbframework.hookspecs import PluginInfo, hookimpl
 from pbframework.kinematics import contact_positions
 from pbframework.model import ArticulatedBody
@@ -71,11 +75,6 @@ class FrictionDepth(str, enum.Enum):
 
     CURRENT = "current"
     NEXT = "next"
-
-
-def softplus(x):
-    """``log(1 + exp(x))`` without overflow (CasADi expression)."""
-    return ca.fmax(x, 0) + ca.log1p(ca.exp(-ca.fabs(x)))
 
 
 class PenaltyContact(ForceModel):
@@ -105,8 +104,10 @@ class PenaltyContact(ForceModel):
         who = self.name
         self.stiffness = finite_number(who, "stiffness", stiffness, minimum=0.0, strict=True)
         self.friction = finite_number(who, "friction", friction, minimum=0.0)
-        self.normal = unit_vector(who, "normal", normal)
+        unit_vector(who, "normal", normal)                   # the one-line error for a bad normal
         self.offset = finite_number(who, "offset", offset)
+        self.plane = Plane(np.asarray(normal, dtype=float).reshape(-1), self.offset)   # normalised once, there
+        self.normal = self.plane.normal
         self.friction_power = finite_number(who, "friction_power", friction_power, minimum=1.0)
         self.smoothing = finite_number(who, "smoothing", smoothing, minimum=0.0)
         try:
@@ -130,10 +131,7 @@ class PenaltyContact(ForceModel):
 
     def depth(self, P):
         """Penetration depths (1 x nc) of the world points ``P`` (3 x nc): positive inside the obstacle."""
-        gap = ca.mtimes(ca.DM(self.normal).T, P) - self.offset  # signed distance, > 0 outside
-        if self.smoothing > 0:
-            return self.smoothing * softplus(-gap / self.smoothing)
-        return ca.fmax(-gap, 0)
+        return depth(self.plane, P, self.smoothing)
 
     def _weight(self, d):
         p = self.friction_power

@@ -29,6 +29,7 @@ import casadi as ca
 import numpy as np
 
 from pbframework.forces import ForceForm, ForceModel
+from pbframework.geometry import Plane, depth
 from pbframework.hookspecs import PluginInfo, hookimpl
 from pbframework.kinematics import contact_positions
 from pbframework.model import ArticulatedBody
@@ -75,8 +76,10 @@ class PBFDContact(ForceModel):
             if not v > 0.0:
                 raise ValueError(f"{who}: {label} must be > 0 (seed 002 Lemma 4.2: the tangential force must be "
                                  f"C^1), got {v!r}")
-        self.normal = unit_vector(who, "normal", normal)
+        unit_vector(who, "normal", normal)                   # the one-line error for a bad normal
         self.offset = finite_number(who, "offset", offset)
+        self.plane = Plane(np.asarray(normal, dtype=float).reshape(-1), self.offset)
+        self.normal = self.plane.normal
         if tangential not in TANGENTIAL:
             raise ValueError(f"{who}: tangential must be one of {', '.join(map(repr, TANGENTIAL))}, got "
                              f"{tangential!r}")
@@ -100,8 +103,9 @@ class PBFDContact(ForceModel):
         return contact_positions(model)(q)
 
     def depth(self, P):
-        """Penetration depths (1 x nc) of world points ``P`` (3 x nc): positive below the plane."""
-        return ca.fmax(self.offset - ca.mtimes(ca.DM(self.normal).T, P), 0)
+        """Penetration depths (1 x nc) of world points ``P`` (3 x nc): positive below the plane
+        (:func:`pbframework.geometry.depth`, exact: seed 002's ``d`` is only C^0, made C^2 by ``alpha > 1``)."""
+        return depth(self.plane, P)
 
     def _tangent(self, D):
         n = self.normal.reshape(3, 1)
