@@ -9,8 +9,9 @@ again past a threshold (its energy underestimates friction); the Newton-Euler dr
 unstable at large dt while PBFD stays finite. This script prints, per method and dt, the distances along the
 parameter grid, whether they are monotone, and the wall time of each run.
 
-The Newton-Euler dry-friction baseline of issue 18 (``ne_dry_friction``, Stewart-Trinkle with qpOASES) is
-not built yet; MuJoCo stands in as the dry-friction model here.
+The Newton-Euler dry-friction baseline ``ne_dry_friction`` (velocity-level time stepping with a linearised
+Coulomb cone, one qpOASES QP per step, the CasADi VM) runs on the same ``mu`` grid; its exact stopping
+distance is ``v0^2 / (2 mu g)``.
 
 Usage::
 
@@ -76,6 +77,18 @@ def mujoco_xml(mu: float, dt: float, cone: str) -> str:
             f'friction="{mu!r} 0.005 0.0001"/></body></worldbody></mujoco>')
 
 
+def run_dry(mu: float, dt: float, duration: float) -> dict:
+    box = box_model()
+    q0 = box.neutral()
+    q0[2] = HALF[2]
+    sim = pbf.Simulator(box, "ne_dry_friction", dt=dt, forces=["gravity", ("dry_friction", {"mu": mu})],
+                        on_failure="continue")
+    tr = sim.rollout(q0, np.r_[V0, 0, 0, 0, 0, 0], duration=duration)
+    finite = bool(np.all(np.isfinite(tr.q)))
+    return {"method": "ne_dry_friction", "param": mu, "dt": dt, "distance": float(tr.q[-1, 0]) if finite else None,
+            "status": tr.status.value, "wall": tr.wall_time}
+
+
 def run_mujoco(mu: float, dt: float, duration: float, cone: str) -> dict | None:
     try:
         import mujoco
@@ -110,12 +123,17 @@ def main(argv=None) -> int:
     dts = (0.01, 0.1) if args.quick else DTS
     rows = []
     print(f"BOX-SLIDE: {duration:g} s from {V0:g} m/s; distance [m] along the friction parameter")
-    for method, grid in (("pbfd", c_par), ("pbd", c_par), ("mujoco_pyramidal", mus), ("mujoco_elliptic", mus)):
+    for method, grid in (("pbfd", c_par), ("pbd", c_par), ("ne_dry_friction", mus), ("mujoco_pyramidal", mus),
+                         ("mujoco_elliptic", mus)):
         for dt in dts:
             line = []
             for param in grid:
-                r = (run_mujoco(param, dt, duration, method.split("_")[1]) if method.startswith("mujoco")
-                     else run_ours(method, param, dt, duration))
+                if method.startswith("mujoco"):
+                    r = run_mujoco(param, dt, duration, method.split("_")[1])
+                elif method == "ne_dry_friction":
+                    r = run_dry(param, dt, duration)
+                else:
+                    r = run_ours(method, param, dt, duration)
                 if r is None:
                     break
                 rows.append(r)

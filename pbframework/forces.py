@@ -35,12 +35,17 @@ class ForceForm(str, enum.Enum):
             step's end configuration, which may depend on the step's displacement (seed 002's corrected
             tangential friction, Eq. 12); integrators that minimise the gradient-level objective (``pbfd``,
             Eq. 13) take it.
+        COMPLEMENTARITY: a unilateral contact with Coulomb friction for velocity-level time stepping
+            (``contact_constraints``: per contact point its gap, normal and the directions of a linearised
+            friction cone), which integrators that solve a complementarity / QP step take
+            (``ne_dry_friction``).
     """
 
     POTENTIAL = "potential"
     GENERALIZED_FORCE = "generalized_force"
     WRENCH_POLYTOPE = "wrench_polytope"
     STEP_FORCE = "step_force"
+    COMPLEMENTARITY = "complementarity"
 
 
 class ForceModel:

@@ -134,7 +134,8 @@ def pbf_integrators() -> list[PluginInfo]:
         force forms) and ``"orders"`` (the supported orders); optional ``"energy"``: what the method does
         to the energy of a conservative system, ``"conserves"`` (bounded error that shrinks with the step),
         ``"dissipates"`` or ``"drifts"`` (either way, growing with time), or a function of the order giving
-        one of those (``Trajectory.summary`` states it beside the drift).
+        one of those (``Trajectory.summary`` states it beside the drift); optional ``"backends"``: the
+        backends that can run its problems (default: all; the Simulator refuses others in one line).
 
     Called once, when the registry is first used. All implementations are collected.
     """

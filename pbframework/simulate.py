@@ -163,6 +163,10 @@ class Simulator(Stepping, Energies, Rollouts, Batches, Records):
         self._input_forces = [(f, b - a) for f, (a, b) in zip(self.forces, input_slices(model, self.forces))
                               if b > a]
         self.backend = str(backend)
+        allowed = get_plugin("integrator", integrator).meta.get("backends")
+        if allowed is not None and self.backend not in allowed:
+            raise StepError(f"integrator {integrator!r} runs on the backend(s) {', '.join(allowed)} only, not "
+                            f"{self.backend!r}")
         self.runner = None                    # backend "casadi": this class runs the loop itself
         if self.backend != "casadi":
             self.runner = get_plugin("backend", self.backend).build(

@@ -469,6 +469,8 @@ def test_box_slide(tmp_path):
     assert len(pbfd) == 3 and all(a > b for a, b in zip(pbfd, pbfd[1:]))
     assert not all(a > b for a, b in zip(pbd, pbd[1:]))
     assert all(r["status"] == "ok" and r["wall"] > 0 for r in rows if r["method"] == "pbfd")
+    dry = [r["distance"] for r in rows if r["method"] == "ne_dry_friction" and r["dt"] == 0.01]
+    assert len(dry) == 3 and all(a > b for a, b in zip(dry, dry[1:]))
     if HAS_MUJOCO:
         assert {r["method"] for r in rows} >= {"mujoco_pyramidal", "mujoco_elliptic"}
 
