@@ -74,6 +74,21 @@ def first_above(E, scale: float, limit: float, E0: float | None = None) -> int |
     return int(np.argmax(above)) if above.any() else None
 
 
+def size_options(doc: str, argv, quick_duration: float, duration: float, quick_links: int = 3,
+                 links: int = 10) -> tuple[float, int, "object"]:
+    """``--quick``, ``--duration`` and ``--links`` of a benchmark script: ``(duration, links, args)`` with the
+    script's defaults for its full and quick forms."""
+    import argparse
+
+    ap = argparse.ArgumentParser(description=doc.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="a small, short configuration (the tests)")
+    ap.add_argument("--duration", type=float, default=None, help="simulated seconds")
+    ap.add_argument("--links", type=int, default=None, help="links of the chains")
+    args = ap.parse_args(argv)
+    return (args.duration or (quick_duration if args.quick else duration),
+            args.links or (quick_links if args.quick else links), args)
+
+
 def write_json(name: str, data) -> Path:
     path = out_path(name)
     path.write_text(json.dumps(data, indent=2, default=float))

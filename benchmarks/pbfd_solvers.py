@@ -18,7 +18,6 @@ Writes ``pbfd_solvers.json`` to ``benchmarks/out/`` or ``$PBF_BENCH_OUT``.
 
 from __future__ import annotations
 
-import argparse
 import sys
 import warnings
 from pathlib import Path
@@ -28,7 +27,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import pbframework as pbf  # noqa: E402
 
-from _common import out_path, write_json  # noqa: E402
+from _common import out_path, size_options, write_json  # noqa: E402
 
 CONTACT = {"normal_stiffness": 1e5, "friction": 1e7}
 CASES = (   # (equation, integrator, objective, solver)
@@ -71,13 +70,7 @@ def run(scene_name: str, links: int, case, dt: float, duration: float) -> dict:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--duration", type=float, default=None)
-    ap.add_argument("--links", type=int, default=None)
-    args = ap.parse_args(argv)
-    duration = args.duration or (0.2 if args.quick else 1.0)
-    links = args.links or (3 if args.quick else 10)
+    duration, links, _ = size_options(__doc__, argv, 0.2, 1.0)
     dt = 0.01
     rows = []
     print(f"{links}-link chains, dt {dt} s, {duration:g} s, generated C")

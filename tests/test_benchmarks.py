@@ -486,3 +486,19 @@ def test_pbfd_solvers(tmp_path):
     for r in rows:
         assert r["status"] == "ok" and r["unconverged"] == 0 and positive(r["ms_per_step"]), r
         assert r["iterations_per_step"] >= 1
+
+
+def test_chain_slope(tmp_path):
+    """Seed 002 Fig. 6 in its quick form: every method's runs end ok, the baseline and MuJoCo slide as
+    Coulomb friction says (0.5 g (sin 20 deg - mu cos 20 deg) t^2 = 0.755 m in 1 s, within 5%), and the
+    time-to-a-consistent-answer summary and ratios are printed."""
+    out, text = run_benchmark(tmp_path, "chain_slope.py", "--quick")
+    data = load(out, "chain_slope", png=False)
+    rows = data["rows"]
+    assert {r["method"] for r in rows} >= {"pbfd", "ne_dry_friction"}
+    assert all(r["status"] == "ok" and r["outcome"] is not None and positive(r["wall"]) for r in rows)
+    exact = 0.5 * 9.81 * (math.sin(math.radians(20)) - 0.2 * math.cos(math.radians(20)))
+    for r in rows:
+        if r["method"] in ("ne_dry_friction", "mujoco") and r["dt"] <= 0.01:
+            assert r["outcome"] == pytest.approx(exact, rel=0.05), r
+    assert set(data["summary"]) >= {"pbfd", "ne_dry_friction"} and "PBFD / ne_dry_friction" in text
