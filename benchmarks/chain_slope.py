@@ -121,12 +121,15 @@ def run_mujoco(n: int, dt: float, duration: float) -> dict | None:
     t0 = time.perf_counter()
     for _ in range(steps):
         mujoco.mj_step(m, d)
+        if d.warning[mujoco.mjtWarning.mjWARN_BADQACC].number:     # MuJoCo resets the state and goes on
+            break
     wall = time.perf_counter() - t0
+    unstable = bool(d.warning[mujoco.mjtWarning.mjWARN_BADQACC].number)
     qT = np.array(d.qpos)
     qT[3:7] = np.roll(qT[3:7], -1)
-    finite = bool(np.all(np.isfinite(qT)))
+    finite = bool(np.all(np.isfinite(qT))) and not unstable
     return {"method": "mujoco", "dt": dt, "outcome": slid(com, q0, qT) if finite else None,
-            "status": "ok" if finite else "diverged", "wall": wall, "steps": steps}
+            "status": "ok" if finite else f"diverged at {d.time:.3g} s", "wall": wall, "steps": steps}
 
 
 def consistent(rows) -> dict | None:
