@@ -119,9 +119,12 @@ def run_mujoco(n: int, dt: float, duration: float) -> dict | None:
     d.qpos[:] = qpos
     steps = int(round(duration / dt))
     t0 = time.perf_counter()
+    t_bad = None
     for _ in range(steps):
+        t_before = d.time
         mujoco.mj_step(m, d)
         if d.warning[mujoco.mjtWarning.mjWARN_BADQACC].number:     # MuJoCo resets the state and goes on
+            t_bad = t_before + dt
             break
     wall = time.perf_counter() - t0
     unstable = bool(d.warning[mujoco.mjtWarning.mjWARN_BADQACC].number)
@@ -129,7 +132,8 @@ def run_mujoco(n: int, dt: float, duration: float) -> dict | None:
     qT[3:7] = np.roll(qT[3:7], -1)
     finite = bool(np.all(np.isfinite(qT))) and not unstable
     return {"method": "mujoco", "dt": dt, "outcome": slid(com, q0, qT) if finite else None,
-            "status": "ok" if finite else f"diverged at {d.time:.3g} s", "wall": wall, "steps": steps}
+            "status": "ok" if finite else f"diverged at {t_bad if t_bad is not None else d.time:.4g} s",
+            "wall": wall, "steps": steps}
 
 
 def consistent(rows) -> dict | None:
