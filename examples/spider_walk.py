@@ -4,9 +4,12 @@ The spider (floating torso, four legs of a 2-DOF hip and a knee; 18 coordinates)
 z = 0 through penalty contact with friction (``penalty_contact``, seed 000 Eq. 9) at its feet, knees and
 torso corners. Stable-PD control (Tan et al., ``stable_pd``) tracks a trot: diagonal leg pairs swing
 their hips about the vertical in antiphase, lifting the hip and flexing the knee during the swing. The
-script reports the distance walked, the sideways drift and the change of heading.
+script reports the distance walked, the sideways drift and the change of heading. With ``--contact pbfd``
+the feet touch the ground through seed 002's frictional contact instead (``pbfd_contact``: the normal force
+of Eq. 8-9 and the corrected tangential force of Eq. 12, integrated by ``pbfd``, Eq. 13).
 
     python examples/spider_walk.py            # 6 s at dt = 0.02 s
+    python examples/spider_walk.py --contact pbfd
     python examples/spider_walk.py --fast     # 1 s (also: PBF_EXAMPLES_FAST=1)
 """
 
@@ -26,6 +29,7 @@ from pbframework import models
 
 DT = 0.02
 CONTACT = {"stiffness": 5e3, "friction": 2e7}   # N/m; N s/m^3 (friction ~ D2 d^2 v, Eq. 9)
+PBFD_CONTACT = {"normal_stiffness": 1e5, "friction": 1e10}   # C_perp (alpha = 2), C_par (seed 002)
 GAINS = {"kp": 150.0, "kd": 3.0}               # stable PD on every leg joint
 FREQUENCY = 1.5                                 # Hz
 SWING, LIFT, FLEX = 0.16, 0.15, 0.36            # rad: hip yaw amplitude, hip lift, knee flex
@@ -66,6 +70,8 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--fast", action="store_true", help="1 s of walking (also PBF_EXAMPLES_FAST=1)")
     ap.add_argument("--duration", type=float, default=None, help="simulated seconds (default 6, fast 1)")
     ap.add_argument("--out", help="output folder (default $PBF_EXAMPLES_OUT or <tmp>/pbframework_examples)")
+    ap.add_argument("--contact", choices=("penalty", "pbfd"), default="penalty",
+                    help="penalty contact with PBAD order 2 (default) or seed 002's PBFD contact and integrator")
     args = ap.parse_args(argv)
     fast = args.fast or os.environ.get("PBF_EXAMPLES_FAST") == "1"
     duration = args.duration or (1.0 if fast else 6.0)
@@ -73,11 +79,12 @@ def main(argv: list[str] | None = None) -> dict:
 
     model = models.spider()
     q0 = models.spider_q0(model)
-    sim = pbf.Simulator(model, integrator="pbad", order=2, solver="lm", dt=DT, forces=[
-        "gravity",
-        ("penalty_contact", CONTACT),
-        ("stable_pd", {**GAINS, "target": trot, "dofs": leg_dofs()}),
-    ])
+    gait = ("stable_pd", {**GAINS, "target": trot, "dofs": leg_dofs()})
+    if args.contact == "pbfd":
+        sim = pbf.Simulator(model, integrator="pbfd", dt=DT, forces=["gravity", ("pbfd_contact", PBFD_CONTACT), gait])
+    else:
+        sim = pbf.Simulator(model, integrator="pbad", order=2, solver="lm", dt=DT,
+                            forces=["gravity", ("penalty_contact", CONTACT), gait])
     traj = sim.rollout(q0, np.zeros(model.nq), duration)
     if traj.diverged:
         raise SystemExit(f"the simulation diverged at t = {traj.info['diverged_at']} s")
@@ -87,12 +94,12 @@ def main(argv: list[str] | None = None) -> dict:
                "sideways_drift_m": float(y[-1] - y[0]), "heading_change_rad": float(yaw[-1] - yaw[0]),
                "torso_height_min_m": float(z.min()), "torso_height_max_m": float(z.max()),
                "duration_s": duration, "dt_s": DT, "wall_time_s": traj.wall_time,
-               "mean_iterations": float(np.mean(traj.stats["iterations"])),
+               "mean_iterations": float(np.mean(traj.stats["iterations"])), "contact": args.contact,
                "unconverged_steps": int((~traj.stats["converged"]).sum())}
     print(f"spider walked {distance:.3f} m forward in {duration:g} s ({distance / duration:.3f} m/s); "
           f"sideways drift {results['sideways_drift_m']:+.3f} m, heading change "
           f"{results['heading_change_rad']:+.3f} rad, torso height {z.min():.3f}..{z.max():.3f} m")
-    print(f"pbad order 2, dt = {DT} s: wall time {traj.wall_time:.2f} s, "
+    print(f"{sim.integrator} ({args.contact} contact), dt = {DT} s: wall time {traj.wall_time:.2f} s, "
           f"{results['mean_iterations']:.1f} solver iterations per step")
 
     import matplotlib

@@ -101,3 +101,15 @@ def _check_box_slide(out: Path, stdout: str) -> None:
 
 
 CHECKS["box_slide"] = _check_box_slide
+
+
+def test_spider_walks_with_pbfd_contact(tmp_path: Path):
+    """examples/spider_walk.py --contact pbfd: the same gait on seed 002's frictional contact (fast mode, 1 s)."""
+    env = {**os.environ, "PBF_EXAMPLES_FAST": "1", "MPLBACKEND": "Agg"}
+    proc = subprocess.run([sys.executable, str(EXAMPLES / "spider_walk.py"), "--out", str(tmp_path), "--contact", "pbfd"],
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=TIMEOUT_S)
+    assert proc.returncode == 0, proc.stderr
+    results = json.loads((tmp_path / "spider_walk.json").read_text())
+    assert results["contact"] == "pbfd" and results["unconverged_steps"] == 0, results
+    assert results["distance_m"] > 0.02 and results["torso_height_min_m"] > 0.05, results
+    assert "pbfd (pbfd contact)" in proc.stdout
