@@ -48,21 +48,8 @@ GRIDS = {"pbfd": (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1),
 
 
 def chain_on_slope(n: int):
-    """``(model, q0, com)``: the chain with a free base lying across the slope, and its centre-of-mass function."""
-    m = pbf.models.chain(n, contact_points=True)
-    links = list(m.links)
-    joints = [pbf.Joint("base", "free", "world", links[0].name)] + list(m.joints[1:])
-    model = pbf.ArticulatedBody(links, joints, name=f"chain{n}_slope")
-    q0 = model.neutral()
-    # base frame: x along the links (world +y, across the slope), z along the slope's normal
-    x_axis = np.array([0.0, 1.0, 0.0])
-    z_axis = np.array(NORMAL)
-    y_axis = np.cross(z_axis, x_axis)
-    R = np.column_stack([x_axis, y_axis, z_axis])
-    from scipy.spatial.transform import Rotation
-
-    q0[3:7] = Rotation.from_matrix(R).as_quat()          # (x, y, z, w)
-    q0[:3] = -0.5 * n * x_axis                          # centred across the slope, on its surface
+    """``(model, q0, com)``: :func:`pbframework.models.chain_slope` and its centre-of-mass function."""
+    model, q0, _ = pbf.models.chain_slope(n, math.degrees(SLOPE))
     return model, q0, pbf.kinematics.center_of_mass(model)
 
 

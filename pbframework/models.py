@@ -150,3 +150,30 @@ def box(size: float = 0.2, mass: float = 1.0) -> ArticulatedBody:
     corners = [(x, y, z) for x in (-h, h) for y in (-h, h) for z in (-h, h)]
     link = Link("box", mass, inertia=box_inertia(mass, (size, size, size)), contact_points=corners)
     return ArticulatedBody([link], [Joint("root", "floating", WORLD, "box")], name="box")
+
+
+def chain_slope(n: int = 10, slope_deg: float = 20.0) -> tuple[ArticulatedBody, np.ndarray, tuple[float, float, float]]:
+    """CHAIN-SLOPE (seed 002 Fig. 6): CHAIN-N on a free (quaternion) base with contact points at both ends of
+    every link, lying straight across a slope of ``slope_deg`` degrees that descends along +x, at rest.
+
+    Returns:
+        ``(model, q0, normal)``: the model, its start (the links along the horizontal y direction, on the
+        slope's surface, centred on the origin) and the slope's unit outward normal; the slope is the plane
+        ``normal . x = 0`` (give it to a contact force model as ``normal=...``).
+    """
+    if not 0.0 <= float(slope_deg) < 90.0:
+        raise ModelError(f"chain_slope: slope_deg must lie in [0, 90), got {slope_deg!r}")
+    a = np.radians(float(slope_deg))
+    normal = (float(np.sin(a)), 0.0, float(np.cos(a)))
+    flat = chain(n, contact_points=True)
+    links = list(flat.links)
+    joints = [Joint("base", "free", WORLD, links[0].name)] + list(flat.joints[1:])
+    model = ArticulatedBody(links, joints, name=f"chain{n}_slope")
+    x_axis, z_axis = np.array([0.0, 1.0, 0.0]), np.array(normal)
+    R = np.column_stack([x_axis, np.cross(z_axis, x_axis), z_axis])
+    w = 0.5 * np.sqrt(1.0 + np.trace(R))                       # the rotation's quaternion (x, y, z, w)
+    quat = np.array([R[2, 1] - R[1, 2], R[0, 2] - R[2, 0], R[1, 0] - R[0, 1]]) / (4 * w)
+    q0 = model.neutral()
+    q0[3:7] = np.concatenate([quat, [w]])
+    q0[:3] = -0.5 * n * x_axis
+    return model, q0, normal

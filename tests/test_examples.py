@@ -113,3 +113,15 @@ def test_spider_walks_with_pbfd_contact(tmp_path: Path):
     assert results["contact"] == "pbfd" and results["unconverged_steps"] == 0, results
     assert results["distance_m"] > 0.02 and results["torso_height_min_m"] > 0.05, results
     assert "pbfd (pbfd contact)" in proc.stdout
+
+
+def _check_chain_slide(out: Path, stdout: str) -> None:
+    results = json.loads((out / "chain_slide.json").read_text())
+    assert (out / "chain_slide.png").stat().st_size > 0
+    assert results["ne_dry_friction"]["status"] == "ok" and results["pbfd"]["status"] == "ok"
+    assert results["ne_dry_friction"]["slid_m"] == pytest.approx(results["coulomb_m"], rel=0.05), results
+    assert results["pbfd"]["slid_m"] > 0, results
+    assert "Coulomb" in stdout
+
+
+CHECKS["chain_slide"] = _check_chain_slide

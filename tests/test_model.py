@@ -188,3 +188,17 @@ def test_default_forces_are_named_pairs():
     assert m.default_forces == (("gravity", {}), ("joint_damping", {"damping": 0.3}))
     with pytest.raises(ModelError, match="default_forces entries must be force-model names or"):
         ArticulatedBody(links, joints, default_forces=[("joint_damping", 0.3)])
+
+
+def test_chain_slope_starts_on_the_slope_across_it():
+    """models.chain_slope: a free base, every contact point on the slope's surface, the links horizontal."""
+    import pbframework as pbf
+    from pbframework.kinematics import contact_positions
+
+    model, q0, normal = pbf.models.chain_slope(4, 30.0)
+    assert model.joints[0].type.value == "free" and model.n_contacts == 8
+    P = np.asarray(contact_positions(model)(q0))
+    assert np.allclose(np.asarray(normal) @ P, 0.0, atol=1e-12)
+    assert np.allclose(P[2], P[2, 0], atol=1e-12) and np.allclose(P[0], P[0, 0], atol=1e-12)
+    with pytest.raises(ModelError, match="slope_deg must lie in"):
+        pbf.models.chain_slope(3, 95.0)
