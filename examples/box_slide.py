@@ -16,15 +16,14 @@ for a wanted distance (its Fig. 5, ``benchmarks/box_slide.py``).
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import tempfile
-from pathlib import Path
 
 import numpy as np
 
 import pbframework as pbf
 from pbframework.model import ArticulatedBody, Joint, Link
+
+from _common import output_dir, pyplot, save  # examples/_common.py
 
 CONTACT = {"normal_stiffness": 1e5, "friction": 1e8}     # C_perp (N/m^2 at alpha = 2), C_par
 V0 = 2.0                                                 # m/s along x
@@ -34,13 +33,6 @@ def box() -> ArticulatedBody:
     corners = [(sx * 0.1, sy * 0.1, -0.05) for sx in (-1, 1) for sy in (-1, 1)]
     return ArticulatedBody([Link("box", mass=1.0, inertia=np.diag([0.0042, 0.0042, 0.0067]), contact_points=corners)],
                            [Joint("base", "free", "world", "box")], name="box")
-
-
-def output_dir(arg: str | None) -> Path:
-    """``--out``, else ``$PBF_EXAMPLES_OUT``, else ``<tmp>/pbframework_examples``; created if missing."""
-    out = Path(arg or os.environ.get("PBF_EXAMPLES_OUT") or Path(tempfile.gettempdir()) / "pbframework_examples")
-    out.mkdir(parents=True, exist_ok=True)
-    return out
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -68,10 +60,7 @@ def main(argv: list[str] | None = None) -> dict:
               f"{traj.steps} steps in {traj.wall_time * 1e3:.1f} ms")
         curves.append((dt, traj.t, traj.q[:, 0]))
 
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     fig, ax = plt.subplots(figsize=(6, 3.5))
     for dt, t, x in curves:
@@ -79,11 +68,7 @@ def main(argv: list[str] | None = None) -> dict:
     ax.set_xlabel("time [s]")
     ax.set_ylabel("box x [m]")
     ax.legend()
-    fig.tight_layout()
-    png = out / "box_slide.png"
-    fig.savefig(png, dpi=120)
-    plt.close(fig)
-    (out / "box_slide.json").write_text(json.dumps(results, indent=2))
+    png = save(fig, out / "box_slide.png", out / "box_slide.json", results)
     print(f"positions plotted to {png}")
     return results
 

@@ -27,10 +27,7 @@ libraries), later runs load it from the cache.
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import tempfile
-from pathlib import Path
 
 import numpy as np
 
@@ -38,15 +35,10 @@ import pbframework as pbf
 from pbframework import models
 from pbframework.kinematics import point_position
 
+from _common import output_dir, pyplot, save  # examples/_common.py
+
 INTEGRATORS = (("rk4", None, 0.001), ("pbad", 2, 0.01))
 """(integrator, order, dt) of the two ensembles."""
-
-
-def output_dir(arg: str | None) -> Path:
-    """``--out``, else ``$PBF_EXAMPLES_OUT``, else ``<tmp>/pbframework_examples``; created if missing."""
-    out = Path(arg or os.environ.get("PBF_EXAMPLES_OUT") or Path(tempfile.gettempdir()) / "pbframework_examples")
-    out.mkdir(parents=True, exist_ok=True)
-    return out
 
 
 def tip_positions(model: pbf.ArticulatedBody, q: np.ndarray) -> np.ndarray:
@@ -127,10 +119,7 @@ def main(argv: list[str] | None = None) -> dict:
                           "unconverged_steps": int((~batch.stats["converged"]).sum())}
         curves.append((label, batch.t, spread, tip_positions(model, batch.q[: min(M, 16)])))
 
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     fig, axes = plt.subplots(1, 1 + len(curves), figsize=(5 * (1 + len(curves)), 3.8))
     for label, t, spread, _ in curves:
@@ -146,12 +135,8 @@ def main(argv: list[str] | None = None) -> dict:
         ax.set_ylabel("tip z [m]")
         ax.set_aspect("equal")
         ax.set_title(f"{label}: tip paths")
-    fig.tight_layout()
-    png = out / "chain_ensemble.png"
-    fig.savefig(png, dpi=120)
-    plt.close(fig)
-    (out / "chain_ensemble.json").write_text(json.dumps({"members": M, "duration_s": duration,
-                                                         "sigma_rad": args.sigma, "runs": results}, indent=2))
+    summary = {"members": M, "duration_s": duration, "sigma_rad": args.sigma, "runs": results}
+    png = save(fig, out / "chain_ensemble.png", out / "chain_ensemble.json", summary)
     print(f"plot written to {png}")
     return results
 

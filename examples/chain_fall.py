@@ -16,22 +16,14 @@ from horizontal to hanging) and plots E(t). Its order-3 run takes the README mai
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import tempfile
-from pathlib import Path
 
 import numpy as np
 
 import pbframework as pbf
 from pbframework import models
 
-
-def output_dir(arg: str | None) -> Path:
-    """``--out``, else ``$PBF_EXAMPLES_OUT``, else ``<tmp>/pbframework_examples``; created if missing."""
-    out = Path(arg or os.environ.get("PBF_EXAMPLES_OUT") or Path(tempfile.gettempdir()) / "pbframework_examples")
-    out.mkdir(parents=True, exist_ok=True)
-    return out
+from _common import output_dir, pyplot, save  # examples/_common.py
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -69,10 +61,7 @@ def main(argv: list[str] | None = None) -> dict:
         print(f"CHAIN-{args.links}, pbad order {order}, {how}, {duration:g} s: status {traj.status.value}, energy "
               f"error {err:.3f} % of the potential drop, wall time {traj.wall_time:.2f} s")
 
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     fig, ax = plt.subplots(figsize=(6, 3.5))
     for label, t, e in curves:
@@ -81,11 +70,7 @@ def main(argv: list[str] | None = None) -> dict:
     ax.set_ylabel("kinetic + potential energy [J]")
     ax.set_title(f"CHAIN-{args.links} falling, output every {args.dt} s")
     ax.legend()
-    fig.tight_layout()
-    png = out / "chain_fall_energy.png"
-    fig.savefig(png, dpi=120)
-    plt.close(fig)
-    (out / "chain_fall.json").write_text(json.dumps(results, indent=2))
+    png = save(fig, out / "chain_fall_energy.png", out / "chain_fall.json", results)
     print(f"energy plot written to {png}")
     return results
 

@@ -15,25 +15,17 @@ growing with each step's displacement), so its distance depends on ``C_par`` and
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import os
-import tempfile
-from pathlib import Path
 
 import numpy as np
 
 import pbframework as pbf
 
+from _common import output_dir, pyplot, save  # examples/_common.py
+
 SLOPE_DEG, MU, DT = 20.0, 0.2, 0.01
 PBFD_CONTACT = {"normal_stiffness": 1e5, "friction": 1e8}
-
-
-def output_dir(arg: str | None) -> Path:
-    """``--out``, else ``$PBF_EXAMPLES_OUT``, else ``<tmp>/pbframework_examples``; created if missing."""
-    out = Path(arg or os.environ.get("PBF_EXAMPLES_OUT") or Path(tempfile.gettempdir()) / "pbframework_examples")
-    out.mkdir(parents=True, exist_ok=True)
-    return out
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -66,10 +58,7 @@ def main(argv: list[str] | None = None) -> dict:
         curves.append((name, traj.t, along))
     print(f"{'Coulomb':<16} a rigid slider with mu = {MU}: {coulomb:.3f} m")
 
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     fig, ax = plt.subplots(figsize=(6, 3.5))
     for name, t, s in curves:
@@ -79,11 +68,7 @@ def main(argv: list[str] | None = None) -> dict:
     ax.set_xlabel("time [s]")
     ax.set_ylabel("centre of mass down the slope [m]")
     ax.legend()
-    fig.tight_layout()
-    png = out / "chain_slide.png"
-    fig.savefig(png, dpi=120)
-    plt.close(fig)
-    (out / "chain_slide.json").write_text(json.dumps(results, indent=2))
+    png = save(fig, out / "chain_slide.png", out / "chain_slide.json", results)
     print(f"plotted to {png}")
     return results
 

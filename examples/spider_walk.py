@@ -16,16 +16,15 @@ of Eq. 8-9 and the corrected tangential force of Eq. 12, integrated by ``pbfd``,
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import tempfile
-from pathlib import Path
 
 import casadi as ca
 import numpy as np
 
 import pbframework as pbf
 from pbframework import models
+
+from _common import output_dir, pyplot, save  # examples/_common.py
 
 DT = 0.02
 CONTACT = {"stiffness": 5e3, "friction": 2e7}   # N/m; N s/m^3 (friction ~ D2 d^2 v, Eq. 9)
@@ -56,13 +55,6 @@ def trot(t):
         out += [STANCE_HIP + LIFT * ca.cos(th + LIFT_PHASE), SWING * side[k] * ca.sin(th),
                 STANCE_KNEE + FLEX * ca.cos(th + FLEX_PHASE)]
     return ca.vertcat(*out)
-
-
-def output_dir(arg: str | None) -> Path:
-    """``--out``, else ``$PBF_EXAMPLES_OUT``, else ``<tmp>/pbframework_examples``; created if missing."""
-    out = Path(arg or os.environ.get("PBF_EXAMPLES_OUT") or Path(tempfile.gettempdir()) / "pbframework_examples")
-    out.mkdir(parents=True, exist_ok=True)
-    return out
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -102,10 +94,7 @@ def main(argv: list[str] | None = None) -> dict:
     print(f"{sim.integrator} ({args.contact} contact), dt = {DT} s: wall time {traj.wall_time:.2f} s, "
           f"{results['mean_iterations']:.1f} solver iterations per step")
 
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     fig, (a1, a2) = plt.subplots(2, 1, figsize=(6, 4.5), sharex=True)
     a1.plot(traj.t, x, label="x (forward)")
@@ -116,11 +105,7 @@ def main(argv: list[str] | None = None) -> dict:
     a2.set_ylabel("torso height [m]")
     a2.set_xlabel("time [s]")
     fig.suptitle("spider trotting on the ground")
-    fig.tight_layout()
-    png = out / "spider_walk.png"
-    fig.savefig(png, dpi=120)
-    plt.close(fig)
-    (out / "spider_walk.json").write_text(json.dumps(results, indent=2))
+    png = save(fig, out / "spider_walk.png", out / "spider_walk.json", results)
     print(f"torso trajectory written to {png}")
     return results
 

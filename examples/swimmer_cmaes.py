@@ -17,10 +17,7 @@ that too.
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import tempfile
-from pathlib import Path
 
 import casadi as ca
 import numpy as np
@@ -28,17 +25,12 @@ import numpy as np
 import pbframework as pbf
 from pbframework import models
 
+from _common import output_dir, pyplot, save  # examples/_common.py
+
 FREQUENCY = 1.0          # Hz, of the hinge targets
 DRAG = {"coefficient": 0.5, "normal_coefficient": 5.0}   # 1/s along / across each segment
 GAINS = {"kp": 20.0, "kd": 1.0}                           # stable PD on the hinges
 DT = 0.05
-
-
-def output_dir(arg: str | None) -> Path:
-    """``--out``, else ``$PBF_EXAMPLES_OUT``, else ``<tmp>/pbframework_examples``; created if missing."""
-    out = Path(arg or os.environ.get("PBF_EXAMPLES_OUT") or Path(tempfile.gettempdir()) / "pbframework_examples")
-    out.mkdir(parents=True, exist_ok=True)
-    return out
 
 
 def gait(x: np.ndarray):
@@ -96,10 +88,7 @@ def main(argv: list[str] | None = None) -> dict:
     print(f"forward speed before CMA-ES {v0:+.4f} m/s, after {v_best:+.4f} m/s "
           f"(amplitudes {np.round(x_best[:3], 3).tolist()} rad, phases {np.round(x_best[3:], 3).tolist()} rad)")
 
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     fig, ax = plt.subplots(figsize=(6, 3.5))
     ax.plot(path0[:, 0], path0[:, 1], label=f"initial gait ({v0:+.3f} m/s)")
@@ -109,13 +98,9 @@ def main(argv: list[str] | None = None) -> dict:
     ax.set_aspect("equal", adjustable="datalim")
     ax.set_title("swimmer centre of mass")
     ax.legend()
-    fig.tight_layout()
-    png = out / "swimmer_com.png"
-    fig.savefig(png, dpi=120)
-    plt.close(fig)
     results = {"speed_before": v0, "speed_after": v_best, "speed_isotropic_drag": v_iso,
                "best_gait": x_best.tolist(), "best_speed_per_generation": history}
-    (out / "swimmer_cmaes.json").write_text(json.dumps(results, indent=2))
+    png = save(fig, out / "swimmer_com.png", out / "swimmer_cmaes.json", results)
     print(f"centre-of-mass paths written to {png}")
     return results
 

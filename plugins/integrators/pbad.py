@@ -263,6 +263,25 @@ def node_differences(model: ArticulatedBody, Q: list):
     return difference
 
 
+def order2_energy(model: ArticulatedBody, forces, difference, Q: list, dt, t, u) -> ca.SX:
+    """Eq. 5 times ``dt^2`` over the nodes ``Q = [q_{k-1}, q_k, q_{k+1}]`` (module docstring, "Energy form")."""
+    E = 0
+    for i_elem, M in _massive(model):
+        DR, Dt = difference((1.0, -2.0, 1.0), i_elem)       # nodes (q_{k-1}, q_k, q_{k+1})
+        E = E + 0.5 * _quad(DR, Dt, M)
+    return E + dt**2 * potential_expr(model, forces, Q[2], Q[1], Q[0], dt, t + dt, u)
+
+
+def node_weighted_poses(massive, difference, weights) -> ca.SX:
+    """The stacked ``(DR, Dt)`` of every massive element for one node's weights (:func:`inertia_pairing`'s
+    ``D``)."""
+    D = []
+    for i_elem, _ in massive:
+        DR, Dt = difference(weights, i_elem)
+        D += [ca.reshape(DR, 9, 1), Dt]
+    return ca.vertcat(*D) if D else ca.SX(0, 1)
+
+
 def inertia_pairing(model: ArticulatedBody, poses, D) -> ca.SX:
     """``sum_e (T_e^T D_e) : M~_e`` for the element poses ``poses`` and the stacked differences ``D`` of
     every massive element (see :func:`inertia_force_function`)."""
@@ -367,22 +386,15 @@ def build_pbad(model: ArticulatedBody, config: StepConfig, forces) -> StepProble
                   error_estimate=error_estimate, dense=dense, error_order=K, meta=meta)
 
     if objective is Objective.ENERGY:
-        E = 0
-        for i_elem, M in massive:
-            DR, Dt = difference((1.0, -2.0, 1.0), i_elem)   # nodes (q_{k-1}, q_k, q_{k+1})
-            E = E + 0.5 * _quad(DR, Dt, M)
-        E = E + dt**2 * potential_expr(model, forces, Q[2], q_k, q_h, dt, t + dt, u)
+        E = order2_energy(model, forces, difference, Q, dt, t, u)
         fobj = ca.Function("pbad_energy", [x, p], [E], ["x", "p"], ["f"])
         return StepProblem(kind=ProblemKind.MINIMIZE, objective_fn=fobj, **common)
 
     G = inertia_force_function(model)
     blocks = []
     for i in range(2, K + 1):
-        D = []
-        for i_elem, _ in massive:
-            DR, Dt = difference(W2[i], i_elem)
-            D += [ca.reshape(DR, 9, 1), Dt]
-        inertial = G(Q[i], ca.vertcat(*D)) if D else ca.SX.zeros(nq)
+        D = node_weighted_poses(massive, difference, W2[i])
+        inertial = G(Q[i], D) if massive else ca.SX.zeros(nq)
         v_i = sum(float(W1[i, m]) * Q[m] for m in range(K + 1)) / dt
         F = generalized_force_expr(model, forces, Q[i], v_i, t + tau[i] * dt, u)
         potential_only = [f for f in forces if ForceForm.GENERALIZED_FORCE not in force_forms(f)]

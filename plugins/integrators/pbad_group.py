@@ -39,7 +39,7 @@ from pbframework.lie import bracket_series, q_difference, q_integrate
 from pbframework.model import ArticulatedBody
 from pbframework.step import (
     INIT_NAMES, Objective, ProblemKind, StepConfig, StepProblem, acceleration_expr, force_forms, force_label,
-    generalized_force_expr, init_symbols, input_slices, potential_expr, split_params, standard_params,
+    generalized_force_expr, init_symbols, input_slices, split_params, standard_params,
 )
 
 GUESS_STEP = 0.25
@@ -90,8 +90,9 @@ def _group_error_and_dense(model: ArticulatedBody, tau, Q: list, x, p, dt, v_k, 
 def build_pbad_group(model: ArticulatedBody, config: StepConfig, forces, objective: Objective) -> StepProblem:
     """One PBAD step of order ``config.order`` for a model with ``ball`` / ``free`` joints (module docstring);
     ``objective`` already resolved and checked by :func:`~pbframework.plugins.integrators.pbad.build_pbad`."""
-    from pbframework.plugins.integrators.pbad import (_massive, _quad, chord_kinetic, collocation_nodes,
-                                                      lagrange_derivative_weights, node_differences)
+    from pbframework.plugins.integrators.pbad import (_massive, chord_kinetic, collocation_nodes,
+                                                      lagrange_derivative_weights, node_differences,
+                                                      node_weighted_poses, order2_energy)
 
     K = int(config.order or 2)
     nq, nv = model.nq, model.nv
@@ -150,21 +151,14 @@ def build_pbad_group(model: ArticulatedBody, config: StepConfig, forces, objecti
                   error_estimate=error_estimate, dense=dense, error_order=K,
                   meta={"nodes": tau.tolist(), "chart": "centred on q_k, exponential coordinates"})
     if objective is Objective.ENERGY:
-        E = 0
-        for i_elem, M in massive:
-            DR, Dt = difference((1.0, -2.0, 1.0), i_elem)
-            E = E + 0.5 * _quad(DR, Dt, M)
-        E = E + dt**2 * potential_expr(model, forces, Q[2], q_k, q_h, dt, t + dt, u)
+        E = order2_energy(model, forces, difference, Q, dt, t, u)
         return StepProblem(kind=ProblemKind.MINIMIZE, objective_fn=ca.Function("pbad_energy", [x, p], [E],
                                                                                 ["x", "p"], ["f"]), **common)
     G = tangent_inertia_force(model)
     blocks = []
     for i in range(2, K + 1):
-        D = []
-        for i_elem, _ in massive:
-            DR, Dt = difference(W2[i], i_elem)
-            D += [ca.reshape(DR, 9, 1), Dt]
-        inertial = G(Q[i], ca.vertcat(*D)) if D else ca.SX.zeros(nv)
+        D = node_weighted_poses(massive, difference, W2[i])
+        inertial = G(Q[i], D) if massive else ca.SX.zeros(nv)
         F = generalized_force_expr(model, forces, Q[i], velocity(i), t + tau[i] * dt, u)
         blocks.append(inertial - dt**2 * F)
     if not config.precondition:
