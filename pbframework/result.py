@@ -153,7 +153,8 @@ class Trajectory:
         if fail:
             return (f"Status: UNCONVERGED at t={self.failure_time:.6g} s: the step there did not converge after "
                     f"{fail.get('halvings', 0)} halvings (residual {fail.get('residual', float('nan')):.3g}, "
-                    f"{fail.get('iterations', 0)} iterations); the run stopped there (on_failure='stop').")
+                    f"{fail.get('iterations', 0)} iterations{_reason(fail)}); the run stopped there "
+                    f"(on_failure='stop').")
         n = int(np.sum(~np.asarray(self.stats.get("converged", np.ones(0, bool)), bool)))
         return (f"Status: UNCONVERGED: {n} step{'s' if n != 1 else ''} did not converge after their halvings, the "
                 f"first at t={self.failure_time:.6g} s (kept: on_failure='continue').")
@@ -231,6 +232,12 @@ class Trajectory:
     def __repr__(self) -> str:
         return (f"Trajectory({self.info.get('integrator')}, steps={self.steps}, t_end={self.t[-1]:.4g}, "
                 f"status={self.status.value!r})")
+
+
+def _reason(fail: dict) -> str:
+    """``", reason: <the solver's stopping test>"`` where the failure record names one."""
+    r = str(fail.get("reason") or "")
+    return f", reason: {r}" if r else ""
 
 
 def _jsonable(o: Any):

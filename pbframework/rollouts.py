@@ -201,11 +201,21 @@ class Rollouts:
         fn = self.model.cache.get(key)
         if fn is None:
             pb = self.problem
-            s, t, dt = ca.SX.sym("s", pb.ns), ca.SX.sym("t"), ca.SX.sym("dt")
-            one = ca.Function("one", [s, t, dt], [pb.advance(ca.SX(0, 1), pb.params(s, t, dt, ca.SX(0, 1)))])
+            # an MX step (a QP or a linear solve inside: ne_dry_friction, ne_mdp) cannot be evaluated on SX
+            X = ca.MX if pb.advance.is_a("MXFunction") else ca.SX
+            s, t, dt = X.sym("s", pb.ns), X.sym("t"), X.sym("dt")
+            one = ca.Function("one", [s, t, dt], [pb.advance(X(0, 1), pb.params(s, t, dt, X(0, 1)))])
             fn = one.mapaccum("steps", n)
             self.model.cache[key] = fn
         return fn
+
+    def _quiet(self):
+        """A QP inside the step (qpOASES) prints a banner whenever an instance is created: keep it off stdout."""
+        if self.problem.advance.is_a("MXFunction"):
+            from .nmdp import silenced_stdout
+
+            return silenced_stdout()
+        return contextlib.nullcontext()
 
     def _rollout_explicit(self, s: np.ndarray, t0: float, steps: int, progress: bool,
                           test: DivergenceTest) -> Trajectory:
@@ -219,7 +229,8 @@ class Rollouts:
             while done < steps:
                 n = min(self.CHUNK, steps - done)
                 times = t0 + (done + np.arange(n)) * dt
-                out = np.asarray(self._multi_step(n)(s, times[None, :], dt)).T      # (n, ns)
+                with self._quiet():
+                    out = np.asarray(self._multi_step(n)(s, times[None, :], dt)).T      # (n, ns)
                 i, why = test.first_bad(out, self._energy_of(out, test))
                 if i is not None:
                     states.append(out[:i])

@@ -49,7 +49,8 @@ class Simulator(Stepping, Energies, Rollouts, Batches, Records):
         integrator: integrator plug-in name (``pbf plugins`` lists them): ``"pbad"``, ``"rk4"``, ...
         order: the integrator's order (``None``: its default; ``pbad`` supports 2..8).
         solver: solver plug-in name for implicit integrators (``"lm"``, ``"jtj_lm"``, ``"lbfgs"``), or
-            ``"auto"``: ``lm`` for energy (minimize) problems, ``jtj_lm`` for residual (least-squares) ones.
+            ``"auto"``: ``lm`` for energy (minimize) problems, ``jtj_lm`` for residual (least-squares) ones,
+            ``pgm`` for constrained (NMDP) ones.
             Ignored by explicit integrators.
         dt: timestep in seconds.
         forces: force models: registered names (``"gravity"``), ``(name, params)`` pairs or
@@ -121,7 +122,7 @@ class Simulator(Stepping, Energies, Rollouts, Batches, Records):
             self.solver_name = None
         else:
             if sinfo is None:
-                solver = "lm" if self.problem.kind is ProblemKind.MINIMIZE else "jtj_lm"
+                solver = {ProblemKind.MINIMIZE: "lm", ProblemKind.CONSTRAINED: "pgm"}.get(self.problem.kind, "jtj_lm")
                 sinfo = get_plugin("solver", solver)
             self.solver_name = solver
             try:
@@ -130,10 +131,15 @@ class Simulator(Stepping, Energies, Rollouts, Batches, Records):
                 raise StepError(f"solver {solver!r}: bad options {dict(solver_options or {})}: {exc}") from None
             kinds = {getattr(k, "value", str(k)) for k in self.solver.problems}
             if self.problem.kind.value not in kinds:
+                if self.problem.objective is None:
+                    hint = f"use a solver for {self.problem.kind.value} problems (pbf plugins lists them)"
+                    what = ""
+                else:
+                    hint = "use objective='residual' or another solver"
+                    what = f", objective {self.problem.objective.value}"
                 raise StepError(f"solver {solver!r} solves {', '.join(sorted(kinds))} problems, but integrator "
-                                f"{integrator!r} (order {self.problem.order}, objective "
-                                f"{self.problem.objective.value}) builds a {self.problem.kind.value} problem; "
-                                f"use objective='residual' or another solver")
+                                f"{integrator!r} (order {self.problem.order}{what}) builds a "
+                                f"{self.problem.kind.value} problem; {hint}")
         if self.implicit and hasattr(self.solver, "prepare"):
             self.solver.prepare(self.problem)
         try:

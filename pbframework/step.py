@@ -96,11 +96,15 @@ class ProblemKind(str, enum.Enum):
         LEAST_SQUARES: minimise ``0.5 ||r(x; p)||^2``; the residual and its Jacobian are available, so a
             Gauss-Newton (``J^T J``) solver applies.
         EXPLICIT: no unknowns; ``advance`` computes the next state directly.
+        CONSTRAINED: minimise a function ``K`` subject to equations ``G = 0`` and simplex constraints on part
+            of the unknowns (the NMDP step of seed 001 Eq. 6 and 12); the functions are in the problem's
+            ``constrained`` (:class:`pbframework.nmdp.ConstrainedParts`), solved by projected gradient.
     """
 
     MINIMIZE = "minimize"
     LEAST_SQUARES = "least_squares"
     EXPLICIT = "explicit"
+    CONSTRAINED = "constrained"
 
 
 class Objective(str, enum.Enum):
@@ -203,6 +207,8 @@ class StepProblem:
         meta: integrator-specific facts (collocation nodes, ...).
         nv: velocity size of the model (``None``: ``nq``; smaller with ``ball`` / ``free`` joints, whose
             residual blocks, metric and velocities have ``nv`` entries).
+        constrained: the functions of a :attr:`ProblemKind.CONSTRAINED` problem
+            (:class:`pbframework.nmdp.ConstrainedParts`); ``None`` for the other kinds.
     """
 
     integrator: str
@@ -234,6 +240,7 @@ class StepProblem:
     start_substeps: int = 8
     meta: Mapping[str, Any] = field(default_factory=dict)
     nv: int | None = None
+    constrained: Any = None
     _derived: dict = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:

@@ -15,7 +15,8 @@ the convex form). Then ``q+ = q (+) dt v+`` (semi-implicit; on the group by the 
 
 The QP is solved by qpOASES through ``casadi.conic`` inside the step's CasADi graph, so this integrator runs
 on the ``casadi`` backend only (the generated-C driver cannot emit a qpOASES call; ``backend="c"`` is
-refused in one line). qpOASES prints its copyright notice to stdout when a solver instance is created.
+refused in one line). qpOASES prints its copyright notice when a solver instance is created; it is kept off
+standard output.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from pbframework.forces import ForceForm
 from pbframework.hookspecs import PluginInfo, hookimpl
 from pbframework.lie import q_integrate
 from pbframework.model import ArticulatedBody
+from pbframework.nmdp import silenced_stdout
 from pbframework.step import (
     INIT_NAMES, ProblemKind, StepConfig, StepError, StepProblem, force_forms, force_label,
     generalized_force_expr, init_symbols, input_slices, split_params, standard_params, zero_gravity_model,
@@ -65,8 +67,9 @@ def build_ne_dry_friction(model: ArticulatedBody, config: StepConfig, forces) ->
     q, v = s[:nq], s[nq:]
     Mm, gm, phim, Am = pre(q, v, t, dt, u)
     if m:
-        qp = ca.conic("ne_dry_friction_qp", "qpoases", {"h": ca.Sparsity.dense(nv, nv), "a": ca.Sparsity.dense(m, nv)},
-                      {"printLevel": "none", "error_on_fail": False})
+        with silenced_stdout():                 # qpOASES prints a banner when an instance is created
+            qp = ca.conic("ne_dry_friction_qp", "qpoases", {"h": ca.Sparsity.dense(nv, nv), "a": ca.Sparsity.dense(m, nv)},
+                          {"printLevel": "none", "error_on_fail": False})
         v_next = qp(h=Mm, g=gm, a=Am, lba=-phim, uba=ca.MX(ca.DM.inf(m)))["x"]
     else:
         v_next = ca.solve(Mm, -gm)
