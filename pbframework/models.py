@@ -177,3 +177,78 @@ def chain_slope(n: int = 10, slope_deg: float = 20.0) -> tuple[ArticulatedBody, 
     q0[3:7] = np.concatenate([quat, [w]])
     q0[:3] = -0.5 * n * x_axis
     return model, q0, normal
+
+
+SOLO12_FOOT_RADIUS = 0.0175
+"""Radius (m) of solo12's spherical feet: contact points sit at the foot centres, so the ground for them is the
+plane ``z = SOLO12_FOOT_RADIUS`` (exactly a sphere against the floor ``z = 0``)."""
+
+
+def example_robot_data_dir():
+    """example-robot-data's ``robots`` directory (``pip install example-robot-data``), or ``None``.
+
+    ``$EXAMPLE_ROBOT_DATA_DIR`` (the robots directory or its parent) wins; then the prefixes of the
+    ``example_robot_data``, ``cmeel`` and ``pinocchio`` packages, the site-packages directories, the Python
+    prefix, ``$CONDA_PREFIX`` and ``/opt/openrobots``."""
+    import importlib.util
+    import os
+    import site
+    import sys
+    from pathlib import Path
+
+    rel = Path("share", "example-robot-data", "robots")
+    env = os.environ.get("EXAMPLE_ROBOT_DATA_DIR")
+    candidates = [Path(env), Path(env) / "robots"] if env else []
+    for module in ("example_robot_data", "cmeel", "pinocchio"):
+        try:
+            spec = importlib.util.find_spec(module)
+        except (ImportError, ValueError):
+            spec = None
+        if spec is not None and spec.origin:
+            for parent in Path(spec.origin).resolve().parents:
+                candidates += [parent / rel, parent / "cmeel.prefix" / rel]
+    sites = list(getattr(site, "getsitepackages", lambda: [])()) + [site.getusersitepackages()] + sys.path
+    candidates += [Path(p) / "cmeel.prefix" / rel for p in sites if p]
+    candidates += [Path(sys.prefix) / rel, Path(os.environ.get("CONDA_PREFIX", sys.prefix)) / rel,
+                   Path("/opt/openrobots") / rel]
+    for c in candidates:
+        if (c / "solo_description").is_dir() or (c / "panda_description").is_dir():
+            return c
+    return None
+
+
+def solo12(*, floating_base: bool | str = True) -> ArticulatedBody:
+    """solo12 from example-robot-data (QUADRUPED-TRACK; the stand-in for seed 001's Robosimian): 2.5 kg, 12
+    revolute joints on a free (quaternion) base, contact points at the four foot centres
+    (:data:`SOLO12_FOOT_RADIUS`). Joint limits are not attached (the tracking targets stay inside them).
+
+    Raises:
+        ModelError: example-robot-data is not installed (it is a test / benchmark dependency).
+    """
+    from .geometry import with_contact_points
+    from .io import load_urdf
+
+    root = example_robot_data_dir()
+    if root is None:
+        raise ModelError("solo12: example-robot-data is not installed (pip install example-robot-data, or set "
+                         "EXAMPLE_ROBOT_DATA_DIR to its robots directory)")
+    model = load_urdf(root / "solo_description" / "robots" / "solo12.urdf", floating_base=floating_base,
+                      limits=False)
+    return with_contact_points(model, {f"{leg}_FOOT": [(0.0, 0.0, 0.0)] for leg in ("FL", "FR", "HL", "HR")})
+
+
+def solo12_q0(model: ArticulatedBody, clearance: float = 0.0) -> np.ndarray:
+    """solo12 standing: HFE / KFE 0.8 / -1.6 (front) and -0.8 / 1.6 (hind), the feet ``clearance`` above the
+    floor."""
+    from .kinematics import contact_positions
+
+    q = np.zeros(model.nq)
+    if "root_joint:qw" in model.dof_names:
+        q[model.dof_index("root_joint:qw")] = 1.0
+    for leg in ("FL", "FR", "HL", "HR"):
+        s = 1.0 if leg[0] == "F" else -1.0
+        q[model.dof_index(f"{leg}_HFE")] = 0.8 * s
+        q[model.dof_index(f"{leg}_KFE")] = -1.6 * s
+    P = np.asarray(contact_positions(model)(q))
+    q[model.dof_index("root_joint:z")] += -P[2].min() + SOLO12_FOOT_RADIUS + clearance
+    return q

@@ -16,7 +16,10 @@ parameters ``[s; dt; t; u]`` as for every step problem:
   the exact Jacobian, ``G0_delta`` the zeroth-order one of Eq. 10-11 (the vertices ``v_x`` held fixed: no
   derivative of the polytope is taken) and ``G_w`` (nv x nw, ``-sum_x J_x^T v_x``);
 * ``groups``: the number of weights of each contact point (the simplex blocks, in order);
-* ``forces(delta, w, p) -> f`` (3 x nc): the contact force at each point, for records.
+* ``forces(delta, w, p) -> f`` (3 x nc): the contact force at each point, for records;
+* the same pieces alone, for the solvers' inner loops: ``G_jacobian[order](delta, w, p) -> (G, A)`` with ``A``
+  the zeroth-order (``order`` 0) or exact (1) Jacobian, and ``G_weights(delta, p) -> G_w`` (``G`` is linear in
+  ``w``, so ``G_w`` does not depend on it).
 
 The solvers (``pgm`` first-order, ``zopgm`` zeroth-order; ``plugins/solvers/pgm.py``) run Alg. 1 on these
 functions with the QPs solved by qpOASES; the Simulator's halving retries are Alg. 2's subdivision.
@@ -67,7 +70,8 @@ class ConstrainedParts:
         nv: size of ``delta`` (the model's velocity size).
         nw: number of contact weights.
         groups: weights per contact point (simplex blocks); sums to ``nw``.
-        K, K_derivs, G, G_derivs, forces: the CasADi functions described in the module docstring.
+        K, K_derivs, G, G_derivs, forces, G_jacobian, G_weights: the CasADi functions described in the module
+            docstring.
         scheme: ``"ne"`` (seed 001 Eq. 6) or ``"pbd"`` (Eq. 12).
     """
 
@@ -80,6 +84,8 @@ class ConstrainedParts:
     G_derivs: ca.Function
     forces: ca.Function
     scheme: str
+    G_jacobian: tuple[ca.Function, ca.Function]
+    G_weights: ca.Function
 
 
 def polytope_terms(model: ArticulatedBody, polytopes: Sequence, theta, var, w, *, tangent=None):

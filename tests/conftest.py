@@ -80,41 +80,15 @@ def pytest_collection_modifyitems(config, items):
 # Owned by the io work. example-robot-data installs its URDFs under <prefix>/share/example-robot-data/robots
 # (pip / cmeel: site-packages/cmeel.prefix, conda: $CONDA_PREFIX, robotpkg: /opt/openrobots).
 
-import importlib.util  # noqa: E402
-import site  # noqa: E402
-import sys  # noqa: E402
-
 ROBOTS_DIR_ENV = "EXAMPLE_ROBOT_DATA_DIR"
 
 
 def find_example_robot_data() -> Path | None:
-    """The ``robots`` directory of example-robot-data, or None when it is not installed.
+    """The ``robots`` directory of example-robot-data, or None when it is not installed
+    (:func:`pbframework.models.example_robot_data_dir`)."""
+    from pbframework.models import example_robot_data_dir
 
-    ``$EXAMPLE_ROBOT_DATA_DIR`` (the robots directory or its parent) wins; then the prefixes of the
-    ``example_robot_data``, ``cmeel`` and ``pinocchio`` packages, the site-packages directories, the Python
-    prefix, ``$CONDA_PREFIX`` and ``/opt/openrobots``.
-    """
-    rel = Path("share", "example-robot-data", "robots")
-    candidates: list[Path] = []
-    env = os.environ.get(ROBOTS_DIR_ENV)
-    if env:
-        candidates += [Path(env), Path(env) / "robots"]
-    for module in ("example_robot_data", "cmeel", "pinocchio"):
-        try:
-            spec = importlib.util.find_spec(module)
-        except (ImportError, ValueError):
-            spec = None
-        if spec is not None and spec.origin:
-            for parent in Path(spec.origin).resolve().parents:
-                candidates += [parent / rel, parent / "cmeel.prefix" / rel]
-    sites = list(getattr(site, "getsitepackages", lambda: [])()) + [site.getusersitepackages()] + sys.path
-    candidates += [Path(p) / "cmeel.prefix" / rel for p in sites if p]
-    candidates += [Path(sys.prefix) / rel, Path(os.environ.get("CONDA_PREFIX", sys.prefix)) / rel,
-                   Path("/opt/openrobots") / rel]
-    for c in candidates:
-        if (c / "panda_description").is_dir():
-            return c
-    return None
+    return example_robot_data_dir()
 
 
 @pytest.fixture(scope="session")

@@ -502,3 +502,23 @@ def test_chain_slope(tmp_path):
         if r["method"] in ("ne_dry_friction", "mujoco") and r["dt"] <= 0.01:
             assert r["outcome"] == pytest.approx(exact, rel=0.05), r
     assert set(data["summary"]) >= {"pbfd", "ne_dry_friction"} and "PBFD / ne_dry_friction" in text
+
+
+def test_quadruped_track(tmp_path):
+    """Seed 001's QUADRUPED-TRACK in its quick form (solo12, 0.4 s, dt 5 and 50 ms): every NMDP and NE-MDP run
+    stays upright, the NMDP runs record PGM iterations and Alg. 2 substeps, and the summaries are printed."""
+    out, text = run_benchmark(tmp_path, "quadruped_track.py", "--quick")
+    data = load(out, "quadruped_track")
+    rows = data["rows"]
+    ours = [r for r in rows if r["method"] != "mujoco"]
+    assert {r["method"] for r in ours} == {"ne_mdp", "ne_nmdp", "pbd_nmdp"}
+    assert {r["task"] for r in ours} == {"walk", "jump"} and {r["dt"] for r in ours} == {0.005, 0.05}
+    for r in ours:
+        assert r["stable"] and r["status"] == "ok" and positive(r["wall"]), r
+        assert r["t_end"] == pytest.approx(0.4)
+    for r in (r for r in ours if r["method"] != "ne_mdp"):
+        assert r["iterations"] >= 1 and len(r["outer"]) == len(r["substep"]) == round(0.4 / r["dt"])
+        assert all(0 < s <= r["dt"] for s in r["substep"])
+    assert "Table I" in text and "Time to a consistent answer" in text and "Fig. 6 at dt = 50 ms" in text
+    if HAS_MUJOCO:
+        assert any(r["method"] == "mujoco" for r in rows)

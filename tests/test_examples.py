@@ -71,6 +71,17 @@ CHECKS = {"chain_fall": _check_chain_fall, "chain_ensemble": _check_chain_ensemb
           "spider_walk": _check_spider_walk}
 
 
+def _check_quadruped_walk(out: Path, stdout: str) -> None:
+    results = json.loads((out / "quadruped_walk.json").read_text())
+    assert (out / "quadruped_walk.png").stat().st_size > 0
+    assert results["status"] == "ok" and results["max_tilt_deg"] < 30.0, results
+    assert results["walked_m"] > 0.0 and results["iterations_per_step"] >= 1, results
+    assert "PGM iterations per step" in stdout
+
+
+CHECKS["quadruped_walk"] = _check_quadruped_walk
+
+
 def test_examples_exist():
     assert {p.stem for p in SCRIPTS} >= set(CHECKS)
 

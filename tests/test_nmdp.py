@@ -191,3 +191,18 @@ def test_a_qp_qpoases_reports_infeasible_stops_the_run_keeping_its_trajectory():
     assert tr.status is Status.UNCONVERGED
     assert "reason: qp: " in tr.status_line() and "infeasib" in tr.status_line()
     assert len(tr.t) > 1 and np.all(np.isfinite(tr.q))
+
+
+def test_native_functions_take_the_same_steps_as_the_vm(tmp_path, monkeypatch):
+    """``native=True`` evaluates K, G and their derivatives as generated C; the PGM loop is the same."""
+    monkeypatch.setenv("PBF_CACHE_DIR", str(tmp_path))
+    runs = []
+    for native in (False, True):
+        m = _incline(30.0)
+        sim = pbf.Simulator(m, "pbd_nmdp", dt=0.01, forces=FORCES, solver_options={"native": native})
+        q0 = np.zeros(m.nq)
+        q0[2] = 0.096
+        runs.append(sim.rollout(q0, np.zeros(m.nv), duration=0.1))
+    assert runs[0].status is Status.OK and runs[1].status is Status.OK
+    assert np.array_equal(runs[0].stats["iterations"], runs[1].stats["iterations"])
+    assert np.allclose(runs[0].q, runs[1].q, rtol=0, atol=1e-12)

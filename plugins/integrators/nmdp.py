@@ -137,6 +137,9 @@ def build_nmdp(model: ArticulatedBody, config: StepConfig, forces, scheme: str =
         G_derivs=ca.Function("nmdp_G_derivs", [d, w, p], [G, G_d, G0_d, G_w], ["delta", "w", "p"],
                              ["G", "G_delta", "G0_delta", "G_w"]),
         forces=ca.Function("nmdp_forces", [d, w, p], [F], ["delta", "w", "p"], ["f"]),
+        G_jacobian=(ca.Function("nmdp_G_jac0", [d, w, p], [G, G0_d], ["delta", "w", "p"], ["G", "G0_delta"]),
+                    ca.Function("nmdp_G_jac1", [d, w, p], [G, G_d], ["delta", "w", "p"], ["G", "G_delta"])),
+        G_weights=ca.Function("nmdp_G_w", [d, p], [G_w], ["delta", "p"], ["G_w"]),
     )
     x = ca.SX.sym("x", nv + w_n)
     xp = ca.Function("advance_inner", [d, p], [ca.vertcat(theta, thetadot)])

@@ -60,6 +60,10 @@ class PGMOptions:
         max_projection: Newton iterations per projection.
         singular_tol: the projection fails where ``sigma_min(A) <= singular_tol sigma_max(A)``.
         record: keep the accepted ``K`` values of the last solve in ``solver.history`` (Theorem 5.5's sequence).
+        native: evaluate the step's functions (``G`` with its Jacobian, ``G_w``, ``K`` and its derivatives) as
+            generated C, compiled once per problem and cached (:mod:`pbframework.codegen`); the PGM loop and
+            the qpOASES QPs stay in Python. ``False``: the CasADi virtual machine.
+        opt: the C compiler's optimisation flag with ``native``.
     """
 
     max_iter: int = 200
@@ -71,9 +75,13 @@ class PGMOptions:
     max_projection: int = 50
     singular_tol: float = 1e-12
     record: bool = False
+    native: bool = False
+    opt: str = "-O1"
 
     def __post_init__(self) -> None:
-        check_options(self, integers=("max_iter", "max_projection"), flags=("record",),
+        if self.opt not in ("-O0", "-O1", "-O2", "-O3"):
+            raise StepError(f"opt must be one of -O0, -O1, -O2, -O3, got {self.opt!r}")
+        check_options(self, integers=("max_iter", "max_projection"), flags=("record", "native"),
                       reals=("epsilon", "gamma0", "gamma_min", "gtol", "singular_tol"))
         if not (isinstance(self.eta, (int, float)) and np.isfinite(self.eta) and self.eta > 1):
             raise StepError(f"eta must be a finite number > 1, got {self.eta!r}")
@@ -107,6 +115,27 @@ class ProjectedGradient:
 
     def prepare(self, problem: StepProblem) -> None:
         self._conic(problem)
+        self._functions(problem)
+
+    def _functions(self, problem: StepProblem) -> dict:
+        """The functions the loop evaluates: CasADi's (VM) or, with ``native``, the same compiled to C."""
+        c = problem.constrained
+        fns = {"jac": c.G_jacobian[self.order], "Gw": c.G_weights, "K": c.K, "Kd": c.K_derivs}
+        if not self.options.native:
+            return fns
+        key = ("pbf.pgm.native", self.order, self.options.opt)
+        cached = problem._derived.get(key)
+        if cached is None:
+            from pbframework.codegen.build import build_shared, load_function
+            from pbframework.codegen.emit import emit_c
+
+            named = {k: ca.Function(f"pbf_pgm_{k}", f.sx_in(), f.call(f.sx_in()), f.name_in(), f.name_out())
+                     for k, f in fns.items()}
+            lib = build_shared(emit_c(list(named.values()), f"pbf_{problem.integrator}_pgm{self.order}", batch=False),
+                               opt=self.options.opt)
+            cached = {k: load_function(lib, f.name()) for k, f in named.items()}
+            problem._derived[key] = cached
+        return cached
 
     def _conic(self, problem: StepProblem):
         key = id(problem)
@@ -141,24 +170,28 @@ class ProjectedGradient:
         self.history = []
         counts = {"evaluations": 0}
 
+        fns = self._functions(problem)
+        jac = fns["jac"]
+
         def derivs(dl, ww):
             counts["evaluations"] += 1
-            G, Gd, G0d, Gw = c.G_derivs(dl, ww, p)
-            return (np.asarray(G).ravel(), np.asarray(Gd if self.order == 1 else G0d), np.asarray(Gw))
+            G, A = jac(dl, ww, p)
+            return np.asarray(G).ravel(), np.asarray(A)
 
         def project(dl, ww):
-            G, A, _ = derivs(dl, ww)
+            """Newton on G(., ww) = 0 from dl; returns (delta, |G|, A at delta)."""
+            G, A = derivs(dl, ww)
             for _ in range(o.max_projection):
                 g = float(np.linalg.norm(G))
                 if not np.isfinite(g):
                     raise _Failure("non_finite")
                 if g <= o.gtol:
-                    return dl, g
+                    return dl, g, A
                 sv = np.linalg.svd(A, compute_uv=False)
                 if not np.all(np.isfinite(sv)) or sv[-1] <= o.singular_tol * sv[0]:
                     raise _Failure("singular_projection")
                 trial = dl - np.linalg.solve(A, G)
-                G2, A2, _ = derivs(trial, ww)
+                G2, A2 = derivs(trial, ww)
                 if not float(np.linalg.norm(G2)) < g:
                     raise _Failure("projection_diverged")
                 dl, G, A = trial, G2, A2
@@ -169,10 +202,10 @@ class ProjectedGradient:
 
         it = 0
         try:
-            delta, gnorm = project(delta, w)
+            delta, gnorm, A = project(delta, w)
         except _Failure as f:
             return result(delta, w, 0, False, f.reason)
-        K = float(c.K(delta, p))
+        K = float(fns["K"](delta, p))
         counts["evaluations"] += 1
         self.history.append(K) if o.record else None
         if nw == 0:
@@ -183,8 +216,9 @@ class ProjectedGradient:
         while it < o.max_iter:
             it += 1
             if update:
-                _, dK, d2K = c.K_derivs(delta, p)
-                _, A, Gw = derivs(delta, w)
+                _, dK, d2K = fns["Kd"](delta, p)
+                Gw = np.asarray(fns["Gw"](delta, p))
+                counts["evaluations"] += 2
                 try:
                     S = np.linalg.solve(A, Gw)
                 except np.linalg.LinAlgError:
@@ -204,14 +238,14 @@ class ProjectedGradient:
                 return result(delta, w, it, True, "stationary", K, gnorm)
             w_trial = np.clip(w + dw, 0.0, None)
             try:
-                d_trial, g_trial = project(delta, w_trial)
+                d_trial, g_trial, A_trial = project(delta, w_trial)
             except _Failure as f:
                 return result(delta, w, it, False, f.reason, K, gnorm)
-            K_trial = float(c.K(d_trial, p))
+            K_trial = float(fns["K"](d_trial, p))
             counts["evaluations"] += 1
             if K_trial <= K:
                 moved = float(np.max(np.abs(d_trial - delta)))
-                delta, w, K, gnorm = d_trial, w_trial, K_trial, g_trial
+                delta, w, K, gnorm, A = d_trial, w_trial, K_trial, g_trial, A_trial
                 self.history.append(K) if o.record else None
                 gamma *= o.eta
                 update = True
