@@ -23,7 +23,7 @@ from pbframework import models
 from pbframework.gaits import quadruped_targets
 
 MU = 0.8
-GAINS = {"solo12": (8.0, 0.2), "spider": (60.0, 2.0)}          # kp (N m / rad), kd (N m s / rad)
+GAINS = {"solo12": (8.0, 0.2), "spider": (300.0, 5.0)}          # kp (N m / rad), kd (N m s / rad)
 CONTACT = {"solo12": {"force_scale": 2000.0, "depth_scale": 0.01, "zeta": 1e-5},
            "spider": {"force_scale": 5000.0, "depth_scale": 0.01, "zeta": 1e-5}}
 
@@ -69,7 +69,8 @@ def outcomes(model, t: np.ndarray, q: np.ndarray, q0: np.ndarray, task: str) -> 
     up = torso_up(model, q[:: max(1, len(q) // 400)])
     tilt = float(np.degrees(np.arccos(np.clip(up[:, 2], -1, 1))).max())
     out = {"tilt_deg": tilt, "walk_x": float(q[-1, ix] - q0[ix]),
-           "walk_dist": float(math.hypot(q[-1, ix] - q0[ix], q[-1, iy] - q0[iy]))}
+           "walk_dist": float(math.hypot(q[-1, ix] - q0[ix], q[-1, iy] - q0[iy])),
+           "tracking": tracking_ratio(model, t, q, task)}
     if task == "jump":
         period = 2.0
         peaks = []
@@ -79,6 +80,21 @@ def outcomes(model, t: np.ndarray, q: np.ndarray, q0: np.ndarray, task: str) -> 
                 peaks.append(float(q[sel, iz].max() - q0[iz]))
         out["jump_height"] = float(np.mean(peaks)) if peaks else float("nan")
     return out
+
+
+def tracking_ratio(model, t: np.ndarray, q: np.ndarray, task: str) -> float:
+    """How much of the targets' motion the legs reproduce: the standard deviation over time of the leg
+    coordinates divided by that of their targets, summed over the coordinates (1: full amplitude), over the
+    second half of the run."""
+    import casadi as ca
+
+    dofs, target = quadruped_targets(model, task)
+    ts = ca.SX.sym("t")
+    f = ca.Function("target", [ts], [target(ts)]).map(len(t))
+    T = np.asarray(f(t[None, :])).T                          # (len(t), n)
+    idx = [model.dof_index(d) for d in dofs]
+    half = slice(len(t) // 2, None)
+    return float(np.std(q[half][:, idx], axis=0).sum() / max(np.std(T[half], axis=0).sum(), 1e-12))
 
 
 # -- MuJoCo -------------------------------------------------------------------------------------------------

@@ -123,7 +123,10 @@ def quadruped_targets(model: ArticulatedBody, task: str, *, period: float | None
     if robot == "spider":
         # hip:ry < 0 raises the thigh; hip:rz swings the leg about the vertical; knee > 0 folds the shin down
         stand = np.array([-0.5, 0.0, 1.4])
-        forward = [1, -1, -1, 1]     # sign of hip:rz that moves each corner's foot toward +x
+        forward = [-1, -1, 1, 1]     # sign of hip:rz that moves each corner's foot toward +x
+        first = (0, 2)               # diagonal pairs: corners 0 and 2, 1 and 3
+    else:
+        first = (0, 3)               # diagonal pairs: FL and HR, FR and HL
     rows = []
     for ph in phase:
         pose = []
@@ -134,7 +137,7 @@ def quadruped_targets(model: ArticulatedBody, task: str, *, period: float | None
             else:   # solo12: HFE / KFE 0.8 / -1.6 on the front legs, -0.8 / 1.6 on the hind ones; HAA 0
                 base = np.array([0.8, 0.0, -1.6]) if front else np.array([-0.8, 0.0, 1.6])
             if task == "walk":
-                diag = 0.0 if k in (0, 3) else np.pi              # trot: legs 0 and 3 together, 1 and 2 together
+                diag = 0.0 if k in first else np.pi               # trot: diagonal legs together
                 a = ph + diag
                 up = max(0.0, math.sin(a)) ** 2                  # lift during the first half of the leg's cycle
                 if robot == "spider":
