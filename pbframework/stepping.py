@@ -87,6 +87,13 @@ class Stepping:
             parts.append(v)
         return np.concatenate(parts)
 
+    def step_function(self, *, tol: float = 1e-12, max_iter: int = 50):
+        """One step as a differentiable ``casadi.Function`` ``(s, t, dt, u) -> s_next`` with exact derivatives
+        (implicit function theorem for implicit steps): :mod:`pbframework.differentiable`."""
+        from .differentiable import step_function
+
+        return step_function(self.problem, tol=tol, max_iter=max_iter)
+
     def _init(self, q: np.ndarray, qd: np.ndarray, t: float, dt: float) -> np.ndarray:
         return initial_state(self.problem, q, qd, t, dt, self.inputs(t, q, qd))
 

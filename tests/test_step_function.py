@@ -1,0 +1,90 @@
+"""The step as a differentiable CasADi function (pbframework.differentiable, issue 20 item 1)."""
+
+from __future__ import annotations
+
+import casadi as ca
+import numpy as np
+import pytest
+
+import pbframework as pbf
+from pbframework import models
+from pbframework.step import StepError
+
+H = 1e-5            # central differences: error O(H^2) ~ 1e-9 relative, above the solve's noise
+
+
+def _jacobians(sim, s0, dt, h=H):
+    F = sim.step_function()
+    S, U = ca.MX.sym("s", s0.size), ca.MX.sym("u", sim.problem.nu)
+    out = F(S, 0.0, dt, U)
+    J = np.asarray(ca.Function("J", [S, U], [ca.jacobian(out, S)])(s0, np.zeros(sim.problem.nu)))
+    fd = np.column_stack([(np.asarray(F(s0 + h * e, 0.0, dt, [])) - np.asarray(F(s0 - h * e, 0.0, dt, []))).ravel()
+                          / (2 * h) for e in np.eye(s0.size)])
+    return F, J, fd
+
+
+@pytest.mark.parametrize("integrator,order", [("pbad", 2), ("pbad", 3), ("pbad", 4), ("rk4", None),
+                                              ("semi_implicit_euler", None)])
+def test_step_function_takes_the_simulators_step_and_its_jacobian_matches_finite_differences(integrator, order):
+    m = models.chain(3)
+    sim = pbf.Simulator(m, integrator, order=order, dt=0.02)
+    s0 = sim.initial_state(models.chain_q0(m), np.full(m.nq, 0.3))
+    F, J, fd = _jacobians(sim, s0, 0.02)
+    s1, st = sim.advance(s0, 0.0)
+    assert st.converged
+    assert np.allclose(np.asarray(F(s0, 0.0, 0.02, [])).ravel(), s1, rtol=0, atol=1e-8)
+    assert np.abs(J - fd).max() <= 1e-6 * np.abs(J).max()
+
+
+def test_pbfd_contact_step_jacobian():
+    """A contact scene: a box sliding on the ground under PBFD's frictional contact (Eq. 13)."""
+    m = models.box()
+    sim = pbf.Simulator(m, "pbfd", dt=0.01, forces=["gravity", ("pbfd_contact", {"normal_stiffness": 1e5,
+                                                                                  "friction": 1e6})])
+    q0 = np.zeros(m.nq)
+    q0[2] = 0.098
+    s0 = sim.initial_state(q0, np.array([1.0, 0, 0, 0, 0, 0]))
+    _, J, fd = _jacobians(sim, s0, 0.01, h=1e-6)      # stiff contact: the O(h^2) error is 1e-4 at h = 1e-5
+    assert np.abs(J - fd).max() <= 1e-6 * np.abs(J).max()
+
+
+def test_panda_step_jacobian(robots_dir):
+    from pbframework.io import load_urdf
+
+    m = load_urdf(robots_dir / "panda_description" / "urdf" / "panda.urdf")
+    sim = pbf.Simulator(m, "pbad", order=2, dt=0.01, forces=["gravity"])
+    q0 = np.array([0.5 * (j.lower + j.upper) for j in m.joints if j.type.value != "fixed"])   # mid-range
+    s0 = sim.initial_state(q0, np.full(m.nv, 0.2))
+    _, J, fd = _jacobians(sim, s0, 0.01)
+    assert np.abs(J - fd).max() <= 1e-6 * np.abs(J).max()
+
+
+def test_second_derivatives_of_a_cost_match_finite_differences_of_its_gradient():
+    m = models.chain(3)
+    sim = pbf.Simulator(m, "pbad", order=3, dt=0.02)
+    s0 = sim.initial_state(models.chain_q0(m), np.zeros(m.nq))
+    F = sim.step_function()
+    S = ca.MX.sym("s", s0.size)
+    c = ca.sumsqr(F(S, 0.0, 0.02, ca.MX(0, 1))[: m.nq])
+    Hc, g = ca.hessian(c, S)
+    grad, hess = ca.Function("g", [S], [g]), np.asarray(ca.Function("H", [S], [Hc])(s0))
+    fd = np.column_stack([(np.asarray(grad(s0 + H * e)) - np.asarray(grad(s0 - H * e))).ravel() / (2 * H)
+                          for e in np.eye(s0.size)])
+    assert np.abs(hess - fd).max() <= 1e-6 * np.abs(hess).max()
+
+
+def test_rollout_as_mapaccum_matches_the_simulator():
+    m = models.chain(2)
+    sim = pbf.Simulator(m, "pbad", order=2, dt=0.05)
+    s0 = sim.initial_state(models.chain_q0(m), np.zeros(m.nq))
+    roll = sim.step_function().mapaccum("roll", 20)
+    out = np.asarray(roll(s0, np.arange(20)[None, :] * 0.05, 0.05, np.zeros((0, 20))))
+    tr = sim.rollout(models.chain_q0(m), np.zeros(m.nq), steps=20)
+    assert np.allclose(out[: m.nq, -1], tr.q[-1], rtol=0, atol=1e-8)
+
+
+@pytest.mark.parametrize("integrator", ["ne_nmdp", "ne_mdp"])
+def test_non_smooth_steps_are_refused_in_one_line(integrator):
+    sim = pbf.Simulator(models.box(), integrator, dt=0.02, forces=["gravity", "wrench_polytope"])
+    with pytest.raises(StepError, match="not a smooth function"):
+        sim.step_function()
