@@ -12,7 +12,7 @@ named after pbframework's coordinates, ``model.dof_names``, except ``ball`` / ``
 joint):
 
 =========== ===================================== ======================================================
-pbframework  MuJoCo joints of the child's body     qpos / qvel against q / v
+pbframework  MuJoCo joints of the child's body     a coordinate's qpos / qvel against q / v
 =========== ===================================== ======================================================
 fixed        none                                  --
 revolute     ``hinge`` about ``axis``              equal
