@@ -138,53 +138,77 @@ def mujoco_solo12(dt: float, integrator: str = "implicitfast"):
     return spec.compile(), names
 
 
-def run_mujoco(task: str, dt: float, duration: float, integrator: str = "implicitfast") -> dict:
-    """solo12 tracking ``task`` in MuJoCo; the outcome in pbframework's coordinates."""
+SPIDER_SPHERE = 0.005
+"""Radius (m) of MuJoCo's contact spheres at the spider's contact points (ours are points on the floor)."""
+
+
+def run_mujoco(robot_name: str, task: str, dt: float, duration: float, integrator: str = "implicitfast") -> dict:
+    """``robot_name`` tracking ``task`` in MuJoCo; the outcome in pbframework's coordinates. The targets are
+    evaluated for every step before the loop, so the wall time is MuJoCo's stepping alone."""
+    import casadi as ca
     import mujoco
 
-    model, q0, _ = robot("solo12")
-    m, names = mujoco_solo12(dt, integrator)
-    d = mujoco.MjData(m)
+    model, q0, _ = robot(robot_name)
     dofs, target = quadruped_targets(model, task)
-    ours = [model.dof_index(n) for n in names]
-    qpos0 = np.zeros(m.nq)
-    qpos0[:3] = q0[:3]
-    qpos0[3:7] = [1, 0, 0, 0]
-    for n, i in zip(names, ours):
-        qpos0[m.jnt_qposadr[mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_JOINT, n)]] = q0[i]
-    d.qpos[:] = qpos0
+    if robot_name == "solo12":
+        m, names = mujoco_solo12(dt, integrator)
+        adr = [m.jnt_qposadr[mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_JOINT, n)] for n in names]
+        ours = [model.dof_index(n) for n in names]
+
+        def to_qpos(q):
+            qpos = np.zeros(m.nq)
+            qpos[:3] = q[:3]
+            qpos[3:7] = [q[6], q[3], q[4], q[5]]
+            qpos[adr] = q[ours]
+            return qpos
+
+        def from_qpos(qpos):
+            q = np.zeros(model.nq)
+            q[:3] = qpos[:3]
+            q[3:7] = [qpos[4], qpos[5], qpos[6], qpos[3]]
+            q[ours] = qpos[adr]
+            return q
+        start = q0
+    else:
+        import _mjcf
+
+        kp, kd = GAINS[robot_name]
+        m = mujoco.MjModel.from_xml_string(_mjcf.model_mjcf(model, dt=dt, integrator=integrator, mu=MU,
+                                                              contact_radius=SPIDER_SPHERE, actuated=dofs,
+                                                              kp=kp, kd=kd))
+        names = dofs
+
+        def to_qpos(q):
+            return _mjcf.to_mujoco_qpos(model, q)
+
+        def from_qpos(qpos):
+            return _mjcf.from_mujoco_qpos(model, qpos)
+        start = q0.copy()
+        start[base_indices(model)[0][2]] += SPIDER_SPHERE        # the spheres' bottoms on the floor
+    d = mujoco.MjData(m)
+    d.qpos[:] = to_qpos(start)
     mujoco.mj_forward(m, d)
-    import casadi as ca
-
-    ts = ca.SX.sym("t")
-    f = ca.Function("target", [ts], [target(ts)])
-    order = [dofs.index(n) for n in names]
     steps = int(round(duration / dt))
-    qs = np.empty((steps + 1, model.nq))
     times = np.arange(steps + 1) * dt
-
-    def ours_q():
-        q = np.zeros(model.nq)
-        q[:3] = d.qpos[:3]
-        w, x, y, z = d.qpos[3:7]
-        q[3:7] = [x, y, z, w]
-        for n, i in zip(names, ours):
-            q[i] = d.qpos[m.jnt_qposadr[mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_JOINT, n)]]
-        return q
-
-    qs[0] = ours_q()
+    ts = ca.SX.sym("t")
+    order = [dofs.index(n) for n in names]
+    ctrl = np.asarray(ca.Function("target", [ts], [target(ts)]).map(steps)(times[None, 1:])).T[:, order]
+    qpos = np.empty((steps + 1, m.nq))
+    qpos[0] = d.qpos
     ok = True
     t0 = time.perf_counter()
     for k in range(steps):
-        d.ctrl[:] = np.asarray(f(d.time + dt)).ravel()[order]
+        d.ctrl[:] = ctrl[k]
         mujoco.mj_step(m, d)
+        qpos[k + 1] = d.qpos
         if not np.all(np.isfinite(d.qpos)):
             ok = False
-            qs = qs[:k + 1]
-            times = times[:k + 1]
+            qpos, times = qpos[:k + 2], times[:k + 2]
             break
-        qs[k + 1] = ours_q()
     wall = time.perf_counter() - t0
+    qs = np.array([from_qpos(x) for x in qpos])
+    if robot_name != "solo12":
+        qs[:, base_indices(model)[0][2]] -= SPIDER_SPHERE
     warned = int(sum(d.warning[i].number for i in range(len(d.warning))))
     return {"t": times, "q": qs, "ok": ok and warned == 0, "wall": wall, "warnings": warned, "q0": q0,
             "model": model}

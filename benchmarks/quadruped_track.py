@@ -20,8 +20,10 @@ PGM iterations per step and Alg. 2's halvings for the NMDP methods (a run that n
 Methods: ``ne_mdp`` (integrator ``ne_mdp``), ``ne_nmdp`` / ``ne_zonmdp`` (``ne_nmdp`` with ``pgm`` / ``zopgm``),
 ``pbd_nmdp`` / ``pbd_zonmdp`` (``pbd_nmdp`` with ``pgm`` / ``zopgm``): the NMDP functions as generated C
 (``native``; ``--vm``: the CasADi VM), the PGM loop and its qpOASES QPs in Python (qpOASES is not
-code-generated); wall times are the rollouts alone, the compile is the row's ``build``. ``mujoco`` (solo12 only: MuJoCo's
-default solver and contact, ``implicitfast``, position actuators with the same gains). The contact model,
+code-generated); wall times are the rollouts alone, the compile is the row's ``build``. ``mujoco`` (MuJoCo's
+default solver and contact, ``implicitfast``, position actuators with the same gains; solo12 from its URDF with
+the meshes stripped and spheres at the feet, the spider from ``benchmarks/_mjcf.py`` with 5 mm spheres at its
+contact points). The contact model,
 gains and targets are in ``benchmarks/_quadruped.py``.
 
 Shortened horizons: seed 001 runs 10 s; the full grid of 5 methods x 6 dt x 2 tasks x 2 robots at 10 s takes
@@ -106,13 +108,11 @@ def run_ours(robot: str, method: str, task: str, dt: float, duration: float, nat
 
 
 def run_peer(robot: str, task: str, dt: float, duration: float) -> dict | None:
-    if robot != "solo12":
-        return None
     try:
         import mujoco  # noqa: F401
     except ImportError:
         return None
-    r = Q.run_mujoco(task, dt, duration)
+    r = Q.run_mujoco(robot, task, dt, duration)
     out = Q.outcomes(r["model"], r["t"], r["q"], r["q0"], task)
     return {"robot": robot, "method": "mujoco", "task": task, "dt": dt, "wall": r["wall"],
             "status": "ok" if r["ok"] else "failed", "t_end": float(r["t"][-1]), "warnings": r["warnings"], **out,
