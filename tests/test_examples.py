@@ -82,6 +82,18 @@ def _check_quadruped_walk(out: Path, stdout: str) -> None:
 CHECKS["quadruped_walk"] = _check_quadruped_walk
 
 
+def _check_swing_up(out: Path, stdout: str) -> None:
+    results = json.loads((out / "swing_up.json").read_text())
+    assert (out / "swing_up.png").stat().st_size > 0
+    assert results["success"] and results["status"] == "Solve_Succeeded", results
+    assert results["max_abs_torque"] <= 6.0 + 1e-6 and results["max_step_mismatch"] < 1e-6, results
+    assert abs(results["final_q"][0] + 1.5707963) < 1e-6, results
+    assert "IPOPT: Solve_Succeeded" in stdout
+
+
+CHECKS["swing_up"] = _check_swing_up
+
+
 def test_examples_exist():
     assert {p.stem for p in SCRIPTS} >= set(CHECKS)
 
