@@ -94,6 +94,17 @@ def _check_swing_up(out: Path, stdout: str) -> None:
 CHECKS["swing_up"] = _check_swing_up
 
 
+def _check_panda_reach(out: Path, stdout: str) -> None:
+    results = json.loads((out / "panda_reach.json").read_text())
+    assert (out / "panda_reach.png").stat().st_size > 0
+    assert results["success"] and results["within_limits"], results
+    assert results["via_error_m"] < 1e-6 and results["target_error_m"] < 1e-6, results
+    assert results["max_torque_fraction"] <= 1.0 + 1e-6, results
+
+
+CHECKS["panda_reach"] = _check_panda_reach
+
+
 def test_examples_exist():
     assert {p.stem for p in SCRIPTS} >= set(CHECKS)
 
