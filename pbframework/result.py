@@ -60,7 +60,9 @@ class Trajectory:
             ``status`` and ``failure_time`` (see :attr:`status`), ``diverged``, ``diverged_at``,
             ``divergence`` (which test: ``non_finite``, ``speed``, ``energy``), ``failure`` (the statistics
             of the step a ``stop`` policy ended the run at), ``on_failure``, ``max_halvings``,
-            ``energy_limit``, velocity, start.
+            ``energy_limit``, velocity, start; ``substeps`` (Python step loop): ``[k, t, dt]`` for every substep of
+            every step ``k`` that was retried as halves (seed 001 Alg. 2's subdivision for the NMDP
+            integrators), in order.
     """
 
     t: np.ndarray

@@ -111,6 +111,7 @@ class Rollouts:
         dt = self.config.dt
         ts, S = [t0], [s.copy()]
         cols: dict[str, list] = {k: [] for k in STEP_COLUMNS}
+        subs: list[list[float]] = []
         end = _End()
         bar = self._bar(steps, progress)
         t_loop = time.perf_counter()
@@ -134,6 +135,7 @@ class Rollouts:
                 S.append(s_new.copy())
                 for name in STEP_COLUMNS[:-1]:
                     cols[name].append(getattr(st, name))
+                subs.extend([k, a, b] for a, b in st.substeps)
                 cols["step_time"].append(elapsed)
                 s = s_new
                 if bar is not None:
@@ -142,7 +144,9 @@ class Rollouts:
             if bar is not None:
                 bar.close()
         wall = time.perf_counter() - t_loop
-        return self._trajectory(np.array(ts), np.array(S), _columns(cols), wall, end, t0)
+        traj = self._trajectory(np.array(ts), np.array(S), _columns(cols), wall, end, t0)
+        traj.info["substeps"] = subs
+        return traj
 
     def _rollout_native(self, q0, qd0, t0: float, steps: int, progress: bool,
                         test: DivergenceTest) -> Trajectory:

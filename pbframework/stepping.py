@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -35,6 +35,8 @@ class StepStats:
         halvings: retries as two half steps; ``depth``: the deepest halving level reached.
         residual: the residual the step ended at (least squares: ``||W r||_2``; minimize: ``grad_norm``).
         reason: the stopping test of the (last unconverged, else first) solve.
+        substeps: for a step retried as halves (Alg. 2 of seed 001 for the NMDP integrators), the
+            ``(t, dt)`` of every substep actually taken, in order; empty for a step taken whole.
     """
 
     iterations: int = 0
@@ -45,6 +47,7 @@ class StepStats:
     depth: int = 0
     residual: float = 0.0
     reason: str = ""
+    substeps: list = field(default_factory=list)
 
     def add(self, other: "StepStats") -> None:
         self.iterations += other.iterations
@@ -133,6 +136,7 @@ class Stepping:
         s2, st2 = self._step(s1, t + half, half, depth + 1)
         total.add(st2)
         total.depth = 1 + max(st1.depth, st2.depth)
+        total.substeps = (st1.substeps or [(t, half)]) + (st2.substeps or [(t + half, half)])
         return self._restart(s2, half, 2.0), total
 
     def _failure_error(self, stats: StepStats, t: float, dt: float) -> StepFailure:

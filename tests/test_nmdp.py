@@ -97,6 +97,12 @@ def test_algorithm_2_returns_exactly_the_requested_time():
     assert tr.status is Status.OK
     assert tr.stats["halvings"].sum() > 0 and tr.stats["depth"].max() >= 1     # Alg. 2 subdivided
     assert tr.t[-1] == 1.0 and len(tr.t) == 11
+    subs = np.asarray(tr.info["substeps"])                   # [k, t, dt] of every substep Alg. 2 took
+    for k in np.flatnonzero(tr.stats["halvings"]):
+        mine = subs[subs[:, 0] == k]
+        assert mine[0, 1] == tr.t[k] and np.sum(mine[:, 2]) == 0.1         # they tile the step exactly
+        assert np.allclose(np.diff(mine[:, 1]), mine[:-1, 2], rtol=0, atol=1e-15)
+        assert mine[:, 2].min() == 0.1 / 2 ** tr.stats["depth"][k]
 
 
 def _parts(integrator="ne_nmdp"):
