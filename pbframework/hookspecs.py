@@ -74,9 +74,11 @@ def pbf_force_models() -> list[PluginInfo]:
     Returns:
         A list of :class:`PluginInfo` whose ``build(**params)`` returns a
         :class:`pbframework.forces.ForceModel` instance configured by ``params`` (for example
-        ``build(stiffness=1e4)``). The force model declares in ``forms`` which of the three forms it
-        provides (potential, generalised force, wrench polytope) and implements the matching methods
-        with CasADi expressions.
+        ``build(stiffness=1e4)``). The force model declares in ``forms`` which forms it provides
+        (:class:`pbframework.forces.ForceForm`: potential, generalised force, wrench polytope, step force,
+        complementarity) and implements the matching methods with CasADi expressions. A wrench polytope
+        (``wrench_polytope(model, q)``) returns one 3 x V matrix of vertices per contact point, in
+        ``model.contact_points`` order; the NMDP integrators combine them with simplex weights.
 
     Called once, when the registry is first used. All implementations are collected.
     """
@@ -147,7 +149,11 @@ def pbf_solvers() -> list[PluginInfo]:
 
     Returns:
         A list of :class:`PluginInfo` whose ``build(**options)`` returns a solver object that runs the
-        numeric loop on a step problem of the kinds listed in ``meta["problems"]``.
+        numeric loop on a step problem of the kinds listed in ``meta["problems"]``
+        (:class:`pbframework.step.ProblemKind` values: ``"minimize"``, ``"least_squares"``,
+        ``"constrained"``); its ``solve(problem, x0, p)`` returns a :class:`pbframework.step.SolveResult`,
+        and an unconverged result makes the Simulator retry the step as two halves. A constrained (NMDP)
+        problem carries its functions in ``problem.constrained`` (:class:`pbframework.nmdp.ConstrainedParts`).
 
     Called once, when the registry is first used. All implementations are collected.
     """
