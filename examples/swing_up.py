@@ -1,6 +1,6 @@
 """Swinging a double pendulum up with bounded torques: direct transcription with PBAD's own step equations.
 
-The double pendulum (``pbframework.models.pendulum(2)``: two 1 m, 1 kg links, hinges about y) starts hanging
+The double pendulum (``pbframework.models.chain(2, "revolute")``: two 1 m, 1 kg links, hinges about y) starts hanging
 at rest and must stand upright at rest after 3 s, with both joint torques within +-6 N m (the unconstrained
 optimum needs 8.8 N m, so the limit is active and the motion has to swing). ``pbframework.trajopt.
 Transcription`` makes every step of PBAD order 2 (dt = 0.05 s: 60 steps) an equality constraint between
@@ -32,7 +32,7 @@ DOWN, UP = np.array([np.pi / 2, 0.0]), np.array([-np.pi / 2, 0.0])
 
 def simulator(model, controller=lambda t, q, qd: np.zeros(2)):
     return pbf.Simulator(model, "pbad", order=2, dt=DT,
-                         forces=["gravity", ("joint_torque", {"controller": controller, "dofs": ["j0", "j1"]})])
+                         forces=["gravity", ("joint_torque", {"controller": controller, "dofs": ["joint0", "joint1"]})])
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -41,7 +41,7 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--out", help="output folder (default $PBF_EXAMPLES_OUT or <tmp>/pbframework_examples)")
     args = ap.parse_args(argv)
     out = output_dir(args.out)
-    model = models.pendulum(2)
+    model = models.chain(2, "revolute")
     tp = Transcription(simulator(model), STEPS, DOWN)
     tp.bound_controls(-LIMIT, LIMIT)
     tp.opti.subject_to(tp.q(STEPS) == UP)
@@ -61,7 +61,7 @@ def main(argv: list[str] | None = None) -> dict:
     fig, ax = plt.subplots(1, 2, figsize=(10, 3.5))
     ax[0].plot(r.t, r.q)
     ax[0].set(xlabel="t (s)", ylabel="angle (rad)", title="joint angles (pi/2: hanging, -pi/2: upright)")
-    ax[0].legend(["j0", "j1"])
+    ax[0].legend(["joint0", "joint1"])
     ax[1].step(r.t[:-1], r.u, where="post")
     ax[1].axhline(LIMIT, ls=":", c="k")
     ax[1].axhline(-LIMIT, ls=":", c="k")

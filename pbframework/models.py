@@ -65,18 +65,6 @@ def chain(n: int, joint: str = "ball2", *, length: float = 1.0, radius: float = 
     return ArticulatedBody(links, joints, gravity=gravity, name=name)
 
 
-def pendulum(n: int = 2, *, length: float = 1.0, radius: float = 0.05, mass: float = 1.0) -> ArticulatedBody:
-    """A planar n-link pendulum (``n = 2``: the double pendulum): CHAIN-N's links, each joint a single hinge
-    about y (coordinates ``j0 .. j{n-1}``). At zero angles the links point along +x; ``j0 = pi/2`` hangs down,
-    ``j0 = -pi/2`` stands up."""
-    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
-        raise ModelError(f"pendulum: n must be a positive integer, got {n!r}")
-    links = [_rod(f"l{i}", mass, length, radius) for i in range(n)]
-    joints = [Joint(f"j{i}", "revolute", WORLD if i == 0 else f"l{i - 1}", f"l{i}",
-                    origin=transform((length if i else 0.0, 0, 0)), axis=(0, 1, 0)) for i in range(n)]
-    return ArticulatedBody(links, joints, name=f"pendulum{n}")
-
-
 def chain_q0(model: ArticulatedBody, z_angle: float = 0.3) -> np.ndarray:
     """CHAIN-N initial configuration: every y-angle 0 and every z-angle ``z_angle`` (rest velocity); a
     ``ball`` joint gets the quaternion of the same rotation, ``Rz(z_angle)``."""

@@ -19,12 +19,12 @@ DOWN, UP = np.array([np.pi / 2, 0.0]), np.array([-np.pi / 2, 0.0])
 
 
 def double_pendulum() -> ArticulatedBody:
-    return models.pendulum(2)
+    return models.chain(2, "revolute")
 
 
 def _sim(model, controller=lambda t, q, qd: np.zeros(2)):
     return pbf.Simulator(model, "pbad", order=2, dt=DT,
-                         forces=["gravity", ("joint_torque", {"controller": controller, "dofs": ["j0", "j1"]})])
+                         forces=["gravity", ("joint_torque", {"controller": controller, "dofs": ["joint0", "joint1"]})])
 
 
 @pytest.fixture(scope="module")
