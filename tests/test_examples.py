@@ -105,6 +105,16 @@ def _check_panda_reach(out: Path, stdout: str) -> None:
 CHECKS["panda_reach"] = _check_panda_reach
 
 
+def _check_swimmer_gradient(out: Path, stdout: str) -> None:
+    results = json.loads((out / "swimmer_gradient.json").read_text())
+    assert (out / "swimmer_gradient.png").stat().st_size > 0
+    assert results["speed_after"] > results["speed_before"] + 0.1 and results["rollouts"] >= 2, results
+    assert "rollouts with gradients" in stdout
+
+
+CHECKS["swimmer_gradient"] = _check_swimmer_gradient
+
+
 def test_examples_exist():
     assert {p.stem for p in SCRIPTS} >= set(CHECKS)
 
