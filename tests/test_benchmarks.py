@@ -557,3 +557,39 @@ def test_quadruped_track(tmp_path):
     assert "Table I" in text and "Time to a consistent answer" in text and "Fig. 6 at dt = 50 ms" in text
     if HAS_MUJOCO:
         assert any(r["method"] == "mujoco" for r in rows)
+
+
+DERIV_TOL = 1e-9
+"""pbframework's exact step Jacobians against the Richardson references of benchmarks/derivatives.py (measured
+on CHAIN-3: 8e-13 state, 9e-12 control; the references resolve about 1e-11)."""
+
+
+def test_derivatives(tmp_path):
+    """Issue 20's derivative benchmark in its quick form (CHAIN-3): the exact Jacobians (VM, generated C, the
+    plain casadi.jacobian route, rk4) match their references, the C build agrees with the VM, MuJoCo's finite
+    differences are measured against their own reference, and the ratios are printed."""
+    import shutil
+
+    out, text = run_benchmark(tmp_path, "derivatives.py", "--quick")
+    data = load(out, "derivatives")
+    rows = data["rows"]
+    ours = [r for r in rows if r["backend"] != "mujoco" and r["err_s"] is not None]
+    assert {r["method"] for r in ours} >= {"pbad2 exact", "pbad2 casadi.jacobian", "rk4 exact"}
+    for r in rows:
+        assert r["model"] == "CHAIN-3" and positive(r["time"]), r
+    for r in ours:
+        assert r["err_s"] <= DERIV_TOL and r["err_u"] <= DERIV_TOL, r
+        assert nonnegative(r["ref_est_s"]) and nonnegative(r["ref_est_u"])
+    c_rows = [r for r in ours if r["backend"] == "c"]
+    if shutil.which("gcc"):
+        assert c_rows and all(r["c_vs_vm"] <= 1e-12 and nonnegative(r["compile_s"]) for r in c_rows)
+        assert any(r["method"] == "pbad2 step alone (no Jacobian)" for r in rows)
+    if HAS_MUJOCO:
+        mj = {r["method"]: r for r in rows if r["backend"] == "mujoco"}
+        assert set(mj) == {"MuJoCo implicitfast FD centred", "MuJoCo implicitfast FD forward"}
+        for r in mj.values():
+            assert nonnegative(r["err_s"]) and nonnegative(r["err_u"]) and len(r["err_scan"]) == len(r["eps_scan"])
+        assert mj["MuJoCo implicitfast FD forward"]["err_s"] > mj["MuJoCo implicitfast FD centred"]["err_s"]
+        assert {(s["model"], s["ours"]) for s in data["summary"]} == {("CHAIN-3", "pbad2"), ("CHAIN-3", "rk4")}
+        assert all(positive(s["ratio_centred"]) and positive(s["ratio_forward"]) for s in data["summary"])
+        assert "ours / MuJoCo implicitfast FD" in text and "MuJoCo FD error" in text
