@@ -290,6 +290,7 @@ class BatchRunner:
             return outs
 
         call.inputs = keep  # type: ignore[attr-defined]  # keep the arrays alive
+        call.runner = self  # type: ignore[attr-defined]  # and the runner, whose work arrays call() writes
         return call
 
     def time_per_call(self, inputs: Sequence[np.ndarray], reps: int) -> float:

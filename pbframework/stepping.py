@@ -90,12 +90,14 @@ class Stepping:
             parts.append(v)
         return np.concatenate(parts)
 
-    def step_function(self, *, tol: float = 1e-12, max_iter: int = 50):
+    def step_function(self, *, tol: float = 1e-12, max_iter: int = 50, rootfinder: str = "newton",
+                      jacobian: bool = False):
         """One step as a differentiable ``casadi.Function`` ``(s, t, dt, u) -> s_next`` with exact derivatives
-        (implicit function theorem for implicit steps): :mod:`pbframework.differentiable`."""
+        (implicit function theorem for implicit steps; ``jacobian=True`` adds the outputs ``jac_s``,
+        ``jac_u``; ``rootfinder="fast_newton"`` makes it code-generatable): :mod:`pbframework.differentiable`."""
         from .differentiable import step_function
 
-        return step_function(self.problem, tol=tol, max_iter=max_iter)
+        return step_function(self.problem, tol=tol, max_iter=max_iter, rootfinder=rootfinder, jacobian=jacobian)
 
     def _init(self, q: np.ndarray, qd: np.ndarray, t: float, dt: float) -> np.ndarray:
         return initial_state(self.problem, q, qd, t, dt, self.inputs(t, q, qd))

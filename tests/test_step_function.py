@@ -88,3 +88,27 @@ def test_non_smooth_steps_are_refused_in_one_line(integrator):
     sim = pbf.Simulator(models.box(), integrator, dt=0.02, forces=["gravity", "wrench_polytope"])
     with pytest.raises(StepError, match="not a smooth function"):
         sim.step_function()
+
+
+@pytest.mark.parametrize("rootfinder", ["newton", "fast_newton"])
+def test_assembled_jacobian_outputs_equal_casadis_jacobian(rootfinder):
+    m = models.chain(3)
+    sim = pbf.Simulator(m, "pbad", order=2, dt=0.02,
+                        forces=["gravity", ("joint_torque", {"controller": lambda t, q, qd: np.zeros(6)})])
+    s0 = sim.initial_state(models.chain_q0(m), np.full(m.nq, 0.2))
+    u0 = np.full(sim.problem.nu, 0.3)
+    F = sim.step_function(rootfinder=rootfinder, jacobian=True)
+    s1, Js, Ju = (np.asarray(a) for a in F(s0, 0.0, 0.02, u0))
+    G = sim.step_function()
+    S, U = ca.MX.sym("s", s0.size), ca.MX.sym("u", sim.problem.nu)
+    out = G(S, 0.0, 0.02, U)
+    ref = ca.Function("J", [S, U], [out, ca.jacobian(out, S), ca.jacobian(out, U)])(s0, u0)
+    assert np.allclose(s1, np.asarray(ref[0]), atol=1e-10)
+    assert np.allclose(Js, np.asarray(ref[1]), rtol=1e-7, atol=1e-9)
+    assert np.allclose(Ju, np.asarray(ref[2]), rtol=1e-7, atol=1e-9)
+
+
+def test_unknown_rootfinder_is_one_clear_line():
+    sim = pbf.Simulator(models.chain(2), "pbad", order=2, dt=0.02)
+    with pytest.raises(StepError, match="rootfinder"):
+        sim.step_function(rootfinder="bisection")
