@@ -14,6 +14,7 @@ from .registry import (PluginError, PluginParameterError, UnknownPluginError, av
                        registry)
 from .result import BatchTrajectory, Trajectory
 from .simulate import FailurePolicy, Simulator, StepFailure
+from .export import ExportReport, export
 from .step import Objective, ProblemKind, SolveResult, StepConfig, StepError, StepProblem, build_step
 
 __version__ = "0.1.0"
@@ -27,5 +28,5 @@ __all__ = [
     "registry", "get_plugin", "available", "register",
     "Simulator", "Trajectory", "BatchTrajectory", "FailurePolicy", "StepFailure",
     "StepConfig", "StepProblem", "StepError", "ProblemKind", "Objective", "SolveResult", "build_step",
-    "__version__",
+    "export", "ExportReport", "__version__",
 ]

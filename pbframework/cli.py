@@ -98,41 +98,46 @@ class _Parser(argparse.ArgumentParser):
         raise SystemExit(2)
 
 
+def _model_options(p: argparse.ArgumentParser) -> None:
+    """The options that build a Simulator, shared by ``pbf simulate`` and ``pbf export``."""
+    p.add_argument("name", nargs="?", metavar="MODEL", help=f"built-in model: {', '.join(MODELS)}")
+    p.add_argument("--model", metavar="PATH", help="a URDF (.urdf) or MJCF (.xml) file instead of MODEL")
+    p.add_argument("--balance-inertia", action="store_true",
+                    help="--model: make a link inertia that breaks the triangle inequality valid as MuJoCo's "
+                         "balanceinertia does (principal moments set to their mean), with a warning naming the links")
+    p.add_argument("--links", type=int, default=None,
+                    help="number of links of chain (default 10, CHAIN-10) or swimmer (default 4, SWIMMER)")
+    p.add_argument("--integrator", default="pbad", help="integrator plug-in (default pbad; see pbf plugins)")
+    p.add_argument("--order", type=int, default=None, help="integrator order (default: the integrator's)")
+    p.add_argument("--solver", default="auto", help="solver plug-in for implicit integrators (default auto)")
+    p.add_argument("--objective", default="auto", help="pbad objective: auto, energy or residual")
+    p.add_argument("--fd", default="aba", help="forward-dynamics plug-in (default aba)")
+    p.add_argument("--dt", type=float, default=0.01, help="timestep in seconds (default 0.01)")
+    p.add_argument("--force", action="append", metavar="NAME[:KEY=VALUE,...]", dest="forces",
+                    help="force model with its parameters, e.g. pd:kp=100,kd=5 (repeatable; default: gravity; "
+                         "'none' for no forces; a misspelt parameter lists the accepted ones)")
+    p.add_argument("--param", action="append", metavar="KEY=VALUE[,...]", dest="params",
+                    help="parameter of the built-in model's builder, e.g. length=0.5,mass=2 or joint=revolute "
+                         "(repeatable; see pbframework.models)")
+    p.add_argument("--q0", metavar="VALUES|FILE.npy",
+                    help="initial configuration: nq comma-separated numbers or a .npy file (default: the "
+                         "built-in model's benchmark pose, else zeros); --q0=-0.1,... for a leading minus")
+    p.add_argument("--qd0", metavar="VALUES|FILE.npy",
+                    help="initial velocity, nq numbers as for --q0 (default: at rest)")
+    p.add_argument("--max-iter", type=int, default=None, help="solver iteration limit per step")
+    p.add_argument("--max-halvings", type=int, default=4,
+                    help="how deep an unconverged step is retried as two half steps (default 4; 0: never)")
+
+
 def _parser() -> argparse.ArgumentParser:
     ap = _Parser(prog="pbf", description="pbframework: articulated-body simulation.")
     sub = ap.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     sp = sub.add_parser("simulate", help="simulate a model and report energy and solver statistics",
                         description="Simulate a built-in benchmark model or a URDF / MJCF file.", epilog=EPILOG)
-    sp.add_argument("name", nargs="?", metavar="MODEL", help=f"built-in model: {', '.join(MODELS)}")
-    sp.add_argument("--model", metavar="PATH", help="a URDF (.urdf) or MJCF (.xml) file instead of MODEL")
-    sp.add_argument("--balance-inertia", action="store_true",
-                    help="--model: make a link inertia that breaks the triangle inequality valid as MuJoCo's "
-                         "balanceinertia does (principal moments set to their mean), with a warning naming the links")
-    sp.add_argument("--links", type=int, default=None,
-                    help="number of links of chain (default 10, CHAIN-10) or swimmer (default 4, SWIMMER)")
-    sp.add_argument("--integrator", default="pbad", help="integrator plug-in (default pbad; see pbf plugins)")
-    sp.add_argument("--order", type=int, default=None, help="integrator order (default: the integrator's)")
-    sp.add_argument("--solver", default="auto", help="solver plug-in for implicit integrators (default auto)")
-    sp.add_argument("--objective", default="auto", help="pbad objective: auto, energy or residual")
-    sp.add_argument("--fd", default="aba", help="forward-dynamics plug-in (default aba)")
-    sp.add_argument("--dt", type=float, default=0.01, help="timestep in seconds (default 0.01)")
+    _model_options(sp)
     sp.add_argument("--duration", type=float, default=1.0, help="simulated seconds (default 1)")
-    sp.add_argument("--force", action="append", metavar="NAME[:KEY=VALUE,...]", dest="forces",
-                    help="force model with its parameters, e.g. pd:kp=100,kd=5 (repeatable; default: gravity; "
-                         "'none' for no forces; a misspelt parameter lists the accepted ones)")
-    sp.add_argument("--param", action="append", metavar="KEY=VALUE[,...]", dest="params",
-                    help="parameter of the built-in model's builder, e.g. length=0.5,mass=2 or joint=revolute "
-                         "(repeatable; see pbframework.models)")
-    sp.add_argument("--q0", metavar="VALUES|FILE.npy",
-                    help="initial configuration: nq comma-separated numbers or a .npy file (default: the "
-                         "built-in model's benchmark pose, else zeros); --q0=-0.1,... for a leading minus")
-    sp.add_argument("--qd0", metavar="VALUES|FILE.npy",
-                    help="initial velocity, nq numbers as for --q0 (default: at rest)")
-    sp.add_argument("--max-iter", type=int, default=None, help="solver iteration limit per step")
     sp.add_argument("--on-failure", default="stop", choices=("stop", "continue"),
                     help="a step unconverged after its halvings: stop the run there (default) or keep it and go on")
-    sp.add_argument("--max-halvings", type=int, default=4,
-                    help="how deep an unconverged step is retried as two half steps (default 4; 0: never)")
     sp.add_argument("--adaptive", action="store_true",
                     help="adaptive step-size control (pbad, both backends): --dt is then the output interval and "
                          "the first step")
@@ -150,6 +155,18 @@ def _parser() -> argparse.ArgumentParser:
     sp.add_argument("--plot", metavar="FILE.png", help="plot energy against time (.png, .pdf, .svg, ...)")
     sp.add_argument("--no-progress", action="store_true",
                     help="no progress bar (it shows on stderr only where stderr is a terminal)")
+    ep = sub.add_parser("export", help="write a model's step as a standalone C99 library (embedded use)",
+                        description="Write the step of a built-in model or a URDF / MJCF file as a standalone C99 "
+                                    "library: header, source, CMakeLists.txt, example_main.c, README.md "
+                                    "(pbframework.export).")
+    _model_options(ep)
+    ep.add_argument("--precision", default="double", choices=("double", "float"),
+                    help="double (default) or true single precision (float literals, sinf/cosf, 32-bit indices)")
+    ep.add_argument("--out", metavar="DIR", required=True, help="the directory to write (new or empty)")
+    ep.add_argument("--name", help="the library's C name (default: the model's name; sanitised to a C identifier)")
+    ep.add_argument("--overwrite", action="store_true",
+                    help="replace a non-empty --out directory (--force names force models in every command)")
+    ep.add_argument("--steps", type=int, default=100, help="steps of the example's rollout (default 100)")
     sub.add_parser("plugins", help="list every registered plug-in with its family and description")
     cp = sub.add_parser("cache", help="the build cache of generated C libraries: info or clear",
                         description="Inspect or empty the cache of compiled step libraries ($PBF_CACHE_DIR, "
@@ -393,6 +410,34 @@ def _simulate(args) -> int:
     return EXIT_CODES[status]
 
 
+def _export(args) -> int:
+    from .export import export
+    from .simulate import Simulator
+    from .step import StepConfig, resolve_config, resolve_forces
+
+    _check_model_source(args)
+    params = _builder_params(args)
+    forces = resolve_forces(_force_specs(args.forces))
+    config = resolve_config(args.integrator, StepConfig(dt=args.dt, order=args.order, objective=args.objective,
+                                                        fd=args.fd), forces)
+    if args.max_iter is not None and args.max_iter < 1:
+        raise CliError(f"--max-iter must be a positive integer, got {args.max_iter}")
+    if args.max_halvings < 0:
+        raise CliError(f"--max-halvings must be a non-negative integer, got {args.max_halvings}")
+    if args.steps < 1:
+        raise CliError(f"--steps must be a positive integer, got {args.steps}")
+    q0, qd0 = _vector(args.q0, "--q0"), _vector(args.qd0, "--qd0")
+    model, default_q0 = _load_model(args, params)
+    q0 = model.check_state(default_q0 if q0 is None else q0, "--q0")
+    sim = Simulator(model, args.integrator, order=config.order, solver=args.solver, dt=config.dt, forces=forces,
+                    objective=config.objective, fd=config.fd, max_halvings=args.max_halvings,
+                    solver_options=None if args.max_iter is None else {"max_iter": args.max_iter})
+    report = export(sim, args.out, precision=args.precision, name=args.name, force=args.overwrite, q0=q0, qd0=qd0,
+                    steps=args.steps)
+    print(report)
+    return 0
+
+
 def _plugins() -> int:
     from .registry import registry
 
@@ -455,6 +500,8 @@ def _main(argv: Sequence[str] | None) -> int:
             return _plugins()
         if args.command == "cache":
             return _cache(args)
+        if args.command == "export":
+            return _export(args)
         return _simulate(args)
     except (CliError, StepError, UnknownPluginError, ModelError, PluginError, FileNotFoundError, ValueError) as exc:
         msg = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
