@@ -18,7 +18,6 @@ import xml.etree.ElementTree as ET
 
 import numpy as np
 
-import pbframework as pbf
 from pbframework import models
 from pbframework.gaits import quadruped_targets
 

@@ -341,30 +341,37 @@ def _load_model(args, params: dict[str, Any]) -> tuple[ArticulatedBody, np.ndarr
     return model, (q0_of(model) if q0_of is not None else np.zeros(model.nq))
 
 
+def _configuration(args):
+    """``(builder parameters, force models, step configuration)`` from the options, checked without a model."""
+    from .step import StepConfig, resolve_config, resolve_forces
+
+    _check_model_source(args)
+    params = _builder_params(args)
+    forces = resolve_forces(_force_specs(args.forces))
+    config = resolve_config(args.integrator, StepConfig(dt=args.dt, order=args.order, objective=args.objective,
+                                                        fd=args.fd), forces)
+    if args.max_iter is not None and args.max_iter < 1:
+        raise CliError(f"--max-iter must be a positive integer, got {args.max_iter}")
+    if args.max_halvings < 0:
+        raise CliError(f"--max-halvings must be a non-negative integer, got {args.max_halvings}")
+    return params, forces, config
+
+
 def _simulate(args) -> int:
     from .limits import limit_report
     from .adaptive import AdaptiveOptions
     from .registry import get_plugin
     from .result import plot_formats
     from .simulate import Simulator
-    from .step import StepConfig, resolve_config, resolve_forces
 
     # everything that needs no model, before building one
-    _check_model_source(args)
-    params = _builder_params(args)
-    forces = resolve_forces(_force_specs(args.forces))
-    config = resolve_config(args.integrator, StepConfig(dt=args.dt, order=args.order, objective=args.objective,
-                                                        fd=args.fd), forces)
+    params, forces, config = _configuration(args)
     get_plugin("fd", config.fd)
     get_plugin("backend", args.backend)
     if args.solver != "auto":
         get_plugin("solver", args.solver)
     if not np.isfinite(args.duration) or args.duration <= 0:
         raise CliError(f"--duration must be a positive number of seconds, got {args.duration}")
-    if args.max_iter is not None and args.max_iter < 1:
-        raise CliError(f"--max-iter must be a positive integer, got {args.max_iter}")
-    if args.max_halvings < 0:
-        raise CliError(f"--max-halvings must be a non-negative integer, got {args.max_halvings}")
     opts = {} if args.max_iter is None else {"max_iter": args.max_iter}
     if not np.isfinite(args.energy_limit) or args.energy_limit < 0:
         raise CliError(f"--energy-limit must be a non-negative number (0: no test), got {args.energy_limit}")
@@ -413,17 +420,8 @@ def _simulate(args) -> int:
 def _export(args) -> int:
     from .export import export
     from .simulate import Simulator
-    from .step import StepConfig, resolve_config, resolve_forces
 
-    _check_model_source(args)
-    params = _builder_params(args)
-    forces = resolve_forces(_force_specs(args.forces))
-    config = resolve_config(args.integrator, StepConfig(dt=args.dt, order=args.order, objective=args.objective,
-                                                        fd=args.fd), forces)
-    if args.max_iter is not None and args.max_iter < 1:
-        raise CliError(f"--max-iter must be a positive integer, got {args.max_iter}")
-    if args.max_halvings < 0:
-        raise CliError(f"--max-halvings must be a non-negative integer, got {args.max_halvings}")
+    params, forces, config = _configuration(args)
     if args.steps < 1:
         raise CliError(f"--steps must be a positive integer, got {args.steps}")
     q0, qd0 = _vector(args.q0, "--q0"), _vector(args.qd0, "--qd0")
