@@ -198,3 +198,16 @@ def test_no_progress_bar_where_stderr_is_not_a_terminal():
     r = subprocess.run(_pbf("simulate", "chain", "--links", "2", "--integrator", "rk4", "--duration", "0.05"),
                        capture_output=True, text=True, timeout=300)
     assert r.returncode == 0 and r.stderr == "" and "Status: ok." in r.stdout
+
+
+def test_export_writes_a_library_and_refuses_what_it_cannot(tmp_path, capsys):
+    out = tmp_path / "chain2"
+    assert main(["export", "chain", "--links", "2", "--dt", "0.01", "--out", str(out), "--name", "2 links"]) == 0
+    printed = capsys.readouterr().out
+    assert "sanitised to 'm_2_links'" in printed and (out / "m_2_links.h").is_file()
+    assert main(["export", "chain", "--links", "2", "--out", str(out)]) == 2
+    assert "exists and is not empty" in capsys.readouterr().err
+    assert main(["export", "chain", "--links", "2", "--out", str(out), "--overwrite", "--precision", "float"]) == 0
+    assert main(["export", "box", "--integrator", "ne_nmdp", "--force", "gravity", "--force", "wrench_polytope",
+                 "--out", str(tmp_path / "nmdp")]) == 2
+    assert "cannot be exported to C" in capsys.readouterr().err
