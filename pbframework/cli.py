@@ -163,7 +163,8 @@ def _parser() -> argparse.ArgumentParser:
     ep.add_argument("--precision", default="double", choices=("double", "float"),
                     help="double (default) or true single precision (float literals, sinf/cosf, 32-bit indices)")
     ep.add_argument("--out", metavar="DIR", required=True, help="the directory to write (new or empty)")
-    ep.add_argument("--name", dest="lib_name", help="the library's C name (default: the model's name; sanitised to a C identifier)")
+    ep.add_argument("--name", dest="lib_name",
+                    help="the library's C name (default: the model's name; sanitised to a C identifier)")
     ep.add_argument("--overwrite", action="store_true",
                     help="replace a non-empty --out directory (--force names force models in every command)")
     ep.add_argument("--steps", type=int, default=100, help="steps of the example's rollout (default 100)")
@@ -430,8 +431,8 @@ def _export(args) -> int:
     sim = Simulator(model, args.integrator, order=config.order, solver=args.solver, dt=config.dt, forces=forces,
                     objective=config.objective, fd=config.fd, max_halvings=args.max_halvings,
                     solver_options=None if args.max_iter is None else {"max_iter": args.max_iter})
-    report = export(sim, args.out, precision=args.precision, name=args.lib_name, force=args.overwrite, q0=q0, qd0=qd0,
-                    steps=args.steps)
+    report = export(sim, args.out, precision=args.precision, name=args.lib_name, force=args.overwrite, q0=q0,
+                    qd0=qd0, steps=args.steps)
     print(report)
     return 0
 
