@@ -16,7 +16,7 @@ from pbframework.step import StepError
 CC = shutil.which("gcc") or shutil.which("cc")
 FORBIDDEN = {"malloc", "free", "calloc", "realloc", "printf", "fprintf", "puts", "putchar", "alloca", "exit"}
 M4 = ["-std=c99", "-mcpu=cortex-m4", "-mfpu=fpv4-sp-d16", "-mfloat-abi=hard", "-mthumb", "-Os", "-Wall", "-Wextra",
-      "-Werror", "-Wdouble-promotion"]
+      "-Werror", "-Wdouble-promotion", "-Wvla"]
 pytestmark = pytest.mark.skipif(CC is None, reason="needs a C compiler (gcc)")
 
 
