@@ -57,7 +57,13 @@ def test_every_solver_solves_the_shared_problem(name, kind):
     assert res.grad_norm <= 1e-6 and np.isfinite(res.objective)
 
 
-@pytest.mark.parametrize("name", _solvers())
+def _pbad_solvers():
+    """The solvers that take PBAD's problems (minimize or least squares; pgm / zopgm solve NMDP's only)."""
+    return [n for n in _solvers()
+            if {str(k) for k in pbf.get_plugin("solver", n).meta["problems"]} & {"minimize", "least_squares"}]
+
+
+@pytest.mark.parametrize("name", _pbad_solvers())
 def test_every_solver_agrees_on_a_pbad_step(name):
     """One CHAIN-5 step at dt = 0.05 in the residual form (every solver takes it), and in the energy form for
     the solvers that minimise: all reach the same q_{k+1}."""
