@@ -6,7 +6,7 @@
 static void pbf_solve_at(const casadi_real* opt, pbf_ws* ws, const casadi_real* s, casadi_real t, casadi_real dt,
                          const casadi_real* u, casadi_real* x, casadi_int* st, casadi_real* gnorm) {
   const casadi_real* in[4]; casadi_real* out[1];
-  casadi_real tt = t, hh = dt, f;
+  casadi_real tt = t, hh = dt;
   in[0] = s; in[1] = &tt; in[2] = &hh; in[3] = u; out[0] = ws->p;
   PBF_KCALL(pbfk_params, 4, in, 1, out);
 #if PBF_NX > 0
@@ -15,11 +15,10 @@ static void pbf_solve_at(const casadi_real* opt, pbf_ws* ws, const casadi_real* 
 #else
   x[0] = 0;
 #endif
-  f = pbf_solve_ws(opt, ws, x, st, gnorm);
 #if PBF_KIND == 2
-  gnorm[PBF_SR_RESIDUAL] = sqrt(2 * f);        /* f = ||W r||^2 / 2 */
+  gnorm[PBF_SR_RESIDUAL] = sqrt(2 * pbf_solve_ws(opt, ws, x, st, gnorm));   /* f = ||W r||^2 / 2 */
 #else
-  (void)f;
+  pbf_solve_ws(opt, ws, x, st, gnorm);
   gnorm[PBF_SR_RESIDUAL] = gnorm[PBF_SR_GRAD];
 #endif
 }
