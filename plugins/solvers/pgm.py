@@ -207,7 +207,8 @@ class ProjectedGradient:
             return result(delta, w, 0, False, f.reason)
         K = float(fns["K"](delta, p))
         counts["evaluations"] += 1
-        self.history.append(K) if o.record else None
+        if o.record:
+            self.history.append(K)
         if nw == 0:
             return result(delta, w, 0, True, "no_contact_weights", K, gnorm)
         qp, Arow = self._conic(problem)
@@ -246,7 +247,8 @@ class ProjectedGradient:
             if K_trial <= K:
                 moved = float(np.max(np.abs(d_trial - delta)))
                 delta, w, K, gnorm, A = d_trial, w_trial, K_trial, g_trial, A_trial
-                self.history.append(K) if o.record else None
+                if o.record:
+                    self.history.append(K)
                 gamma *= o.eta
                 update = True
                 if moved < o.epsilon:
