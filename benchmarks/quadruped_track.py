@@ -167,10 +167,11 @@ def plot(rows, path: Path) -> None:
     ax[0, 0].set(title="(a) frame rate at dt = 50 ms", xlabel="1 / wall time per step (Hz)")
     ax[0, 1].set(title="(b) outer iterations per step at dt = 50 ms", xlabel="iterations")
     ax[1, 1].set(title="(d) smallest substep of Alg. 2 at dt = 50 ms", xlabel="t (s)", ylabel="alpha dt (s)")
-    for method in sorted({r["method"] for r in rows if "outer" in r}):
-        pts = sorted((r["dt"], r["iterations"]) for r in rows if r["method"] == method and "iterations" in r)
+    for method, task in sorted({(r["method"], r["task"]) for r in rows if "outer" in r}):
+        pts = sorted((r["dt"], r["iterations"]) for r in rows
+                     if r["method"] == method and r["task"] == task and "iterations" in r)
         if pts:
-            ax[1, 0].plot(*zip(*pts), "o-", label=method)
+            ax[1, 0].plot(*zip(*pts), "o-", label=f"{method} {task}")
     ax[1, 0].set(title="(c) mean outer iterations against dt", xlabel="dt (s)", ylabel="iterations")
     for a in ax.ravel():
         if a.get_legend_handles_labels()[0]:
