@@ -168,6 +168,14 @@ def _parser() -> argparse.ArgumentParser:
     ep.add_argument("--overwrite", action="store_true",
                     help="replace a non-empty --out directory (--force names force models in every command)")
     ep.add_argument("--steps", type=int, default=100, help="steps of the example's rollout (default 100)")
+    rp = sub.add_parser("render", help="render a saved trajectory to an animated GIF (headless)",
+                        description="Render a trajectory saved by pbf simulate --out to an animated GIF, without a "
+                                    "display (pbframework.render); the model is rebuilt from the file.")
+    rp.add_argument("trajectory", metavar="FILE.npz", help="a trajectory saved by pbf simulate --out")
+    rp.add_argument("--out", metavar="FILE.gif", required=True, help="the animation to write")
+    rp.add_argument("--fps", type=float, default=30.0, help="frames per second (default 30; real time)")
+    rp.add_argument("--elev", type=float, default=20.0, help="camera elevation in degrees (default 20)")
+    rp.add_argument("--azim", type=float, default=-60.0, help="camera azimuth in degrees (default -60)")
     sub.add_parser("plugins", help="list every registered plug-in with its family and description")
     cp = sub.add_parser("cache", help="the build cache of generated C libraries: info or clear",
                         description="Inspect or empty the cache of compiled step libraries ($PBF_CACHE_DIR, "
@@ -398,6 +406,10 @@ def _simulate(args) -> int:
         warnings.simplefilter("always")
         traj = sim.rollout(q0, qd0, duration=args.duration,
                            progress=not args.no_progress and sys.stderr.isatty())
+    from .render import model_source
+
+    traj.info["model_source"] = (model_source(path=args.model, balance_inertia=args.balance_inertia) if args.model
+                                 else model_source(args.name, params))
     written = []                                  # the files first: a reader of stdout that left loses no file
     if out:
         written.append(f"Trajectory saved to {traj.save(out)}.")
@@ -434,6 +446,17 @@ def _export(args) -> int:
     report = export(sim, args.out, precision=args.precision, name=args.lib_name, force=args.overwrite, q0=q0,
                     qd0=qd0, steps=args.steps)
     print(report)
+    return 0
+
+
+def _render(args) -> int:
+    from .render import render
+
+    path = Path(args.trajectory)
+    if not path.is_file():
+        raise CliError(f"trajectory file {str(path)!r} not found")
+    r = render(path, args.out, fps=args.fps, elev=args.elev, azim=args.azim)
+    print(f"Animation of {r['frames']} frames written to {r['path']} in {r['seconds']:.1f} s.")
     return 0
 
 
@@ -501,6 +524,8 @@ def _main(argv: Sequence[str] | None) -> int:
             return _cache(args)
         if args.command == "export":
             return _export(args)
+        if args.command == "render":
+            return _render(args)
         return _simulate(args)
     except (CliError, StepError, UnknownPluginError, ModelError, PluginError, FileNotFoundError, ValueError) as exc:
         msg = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
