@@ -34,7 +34,7 @@ import numpy as np
 from .emit import CSource
 
 __all__ = ["BuildError", "Library", "build_shared", "cache_dir", "default_cache_dir", "compiler_version",
-           "load_function", "BatchRunner"]
+           "load_function", "BatchRunner", "PackedLibrary", "pack_library", "install_library"]
 
 DEFAULT_OPT = "-O1"
 
@@ -191,6 +191,83 @@ def build_shared(source: CSource, *, opt: str = DEFAULT_OPT, flags: Sequence[str
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return Library(entry / libname, key, source.functions, seconds, False, all_flags, seconds)
+
+
+@dataclass(frozen=True)
+class PackedLibrary:
+    """A built library as bytes, to send to another process or machine (:func:`pack_library`), which writes
+    it into its own cache once (:func:`install_library`) and needs no compiler.
+
+    Attributes:
+        name: the unit name (the cache entry is ``<name>-<key>``, the file ``lib<name>.so``).
+        key: the cache key it was built under.
+        data: the library's bytes.
+        meta: its ``meta.json`` (size, sha256, compiler, flags, functions, ...).
+        platform: ``sys.platform``, ``platform.machine()`` and the pointer size of the building machine.
+    """
+
+    name: str
+    key: str
+    data: bytes
+    meta: dict
+    platform: tuple[str, str, int]
+
+
+def _platform() -> tuple[str, str, int]:
+    import platform
+    import sys
+
+    return (sys.platform, platform.machine(), ctypes.sizeof(ctypes.c_void_p))
+
+
+def pack_library(library: Library) -> PackedLibrary:
+    """``library`` as a :class:`PackedLibrary` (its bytes and ``meta.json`` read from its cache entry)."""
+    entry = library.path.parent
+    meta = json.loads((entry / "meta.json").read_text())
+    name = library.path.name[3:-3]                 # lib<name>.so
+    return PackedLibrary(name, library.key, library.path.read_bytes(), meta, _platform())
+
+
+def install_library(packed: PackedLibrary, cache: Path | str | None = None) -> Library:
+    """Write a :class:`PackedLibrary` into the cache (default :func:`cache_dir`) under its own key, unless a
+    valid entry is there already, and return it as a :class:`Library`; no compiler runs. Publishing is
+    atomic, as in :func:`build_shared`.
+
+    Raises:
+        BuildError: the library was built for another platform, or its bytes do not match its recorded
+            size and sha256.
+    """
+    here = _platform()
+    if tuple(packed.platform) != here:
+        raise BuildError(f"library {packed.name} was built for {'/'.join(map(str, packed.platform))}, this machine "
+                         f"is {'/'.join(map(str, here))}: build it here (a compiler is needed) or run on machines "
+                         f"of the same platform")
+    meta = packed.meta
+    if len(packed.data) != meta.get("size") or hashlib.sha256(packed.data).hexdigest() != meta.get("sha256"):
+        raise BuildError(f"library {packed.name}-{packed.key}: its bytes do not match its recorded size and sha256")
+    root = Path(cache) if cache is not None else cache_dir()
+    root.mkdir(parents=True, exist_ok=True)
+    entry, libname = root / f"{packed.name}-{packed.key}", f"lib{packed.name}.so"
+    functions, flags = tuple(meta.get("functions", ())), tuple(meta.get("flags", ()))
+    recorded = float(meta.get("compile_seconds", 0.0))
+    if entry.exists():
+        if _entry_ok(entry, libname) is not None:
+            return Library(entry / libname, packed.key, functions, 0.0, True, flags, recorded)
+        _discard(entry)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{packed.name}-", dir=root))
+    try:
+        (tmp / libname).write_bytes(packed.data)
+        (tmp / "meta.json").write_text(json.dumps({**meta, "installed": True}))
+        try:
+            os.rename(tmp, entry)
+        except OSError:
+            shutil.rmtree(tmp, ignore_errors=True)
+            if _entry_ok(entry, libname) is None:
+                raise BuildError(f"cache entry {entry} is invalid after a concurrent install; remove it and retry")
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return Library(entry / libname, packed.key, functions, 0.0, False, flags, recorded)
 
 
 def load_function(library: Library, name: str | None = None) -> ca.Function:
