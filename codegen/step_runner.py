@@ -352,7 +352,7 @@ class CRunner:
                         "build_total": t3 - t0}
         self.source_bytes = self.source.size
         self._load()
-        self.native = NativeBatch(self.library, self._opt, real, self.threads, lib=self._lib)
+        self.native = NativeBatch(self.library, self._opt, real, threads, lib=self._lib)
         """The batch part of this runner (:class:`NativeBatch`): picklable, it carries the library to another
         process (a worker that needs no compiler)."""
 
@@ -615,7 +615,7 @@ loads a library once, however many chunks it runs."""
 
 
 def _unpickle_native(packed: PackedLibrary, opt: bytes, real: str, threads: int) -> "NativeBatch":
-    memo = (packed.key, opt, real)
+    memo = (packed.key, opt, real)                  # = NativeBatch.memo_key
     if memo not in _NATIVE:
         library = install_library(packed)
         dtype = np.float64 if real == "double" else np.float32
@@ -671,6 +671,11 @@ class NativeBatch:
     def threads(self) -> int:
         """The default thread count: the one given, else the cores of the machine this object is on."""
         return self._threads or (os.cpu_count() or 1)
+
+    @property
+    def memo_key(self) -> tuple:
+        """What identifies this batch's library and settings: (cache key, option vector bytes, precision)."""
+        return (self.library.key, self._opt.tobytes(), self.real)
 
     def __reduce__(self):
         return (_unpickle_native, (pack_library(self.library), self._opt.tobytes(), self.real, self._threads))

@@ -25,6 +25,7 @@ from __future__ import annotations
 import math
 import os
 import time
+import weakref
 from typing import Any
 
 import numpy as np
@@ -101,9 +102,14 @@ def run_chunks(native, Q0: np.ndarray, QD0: np.ndarray, t0: float, dt: float, st
     return BatchArrays.concatenate(parts, time.perf_counter() - t_start), len(parts)
 
 
+_SHIPPED: "weakref.WeakKeyDictionary[Any, dict]" = weakref.WeakKeyDictionary()
+"""Per Dask client: the futures of the libraries scattered to its workers, by ``NativeBatch.memo_key``."""
+
+
 class DaskExecutor:
     """A ``dask.distributed.Client`` as the executor of :func:`run_chunks`: chunks submitted as impure tasks
-    (each runs) with ``retries`` re-runs of a chunk that raised; the library scattered to every worker once.
+    (each runs) with ``retries`` re-runs of a chunk that raised; the library scattered to every worker once
+    per client (later batches reuse it).
 
     Args:
         client: the ``dask.distributed.Client``.
@@ -118,7 +124,15 @@ class DaskExecutor:
         return self.client.submit(fn, *args, pure=False, retries=self.retries)
 
     def scatter(self, data, broadcast: bool = True):
-        return self.client.scatter(data, broadcast=broadcast)
+        """Send ``data`` to every worker once per client: a library already shipped (same cache key, options
+        and precision) is not sent again; its future keeps it on the cluster."""
+        memo = getattr(data, "memo_key", None)
+        if memo is None:
+            return self.client.scatter(data, broadcast=broadcast)
+        shipped = _SHIPPED.setdefault(self.client, {})
+        if memo not in shipped or shipped[memo].status != "finished":      # new, or every copy lost
+            shipped[memo] = self.client.scatter(data, broadcast=broadcast)
+        return shipped[memo]
 
     def nthreads(self) -> dict:
         return self.client.nthreads()

@@ -165,6 +165,14 @@ def test_dask_cluster_without_compiler_equals_local_batch(chain3, local, dask_cl
         assert state["entries"] == [(key_entry.rsplit("-", 1)[0], True)], state   # ... one library, installed
 
 
+def test_dask_ships_a_library_once_per_client(chain3, dask_client):
+    from pbframework.distributed import DaskExecutor
+
+    native = chain3[0].runner.native
+    first = DaskExecutor(dask_client).scatter(native)
+    assert DaskExecutor(dask_client).scatter(native) is first       # a later batch finds it on the cluster
+
+
 def test_dask_client_as_plain_executor(chain3, local, dask_client):
     sim, Q0, QD0 = chain3
     batch = sim.rollout_batch(Q0, QD0, duration=1.0, executor=dask_client)     # a Client has submit too
