@@ -223,3 +223,26 @@ def test_dask_worker_killed_mid_batch_still_gives_the_whole_batch(chain3, dask_c
         time.sleep(0.2)
     dask_client.wait_for_workers(2, timeout=60)
     assert pids[worker] not in dask_client.run(os.getpid).values()
+
+
+def test_swimmer_cmaes_population_on_a_local_cluster_takes_the_same_search(tmp_path):
+    """examples/swimmer_cmaes.py --scheduler local (2 Dask worker processes) finds the gait the one-process
+    run finds, generation for generation."""
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    pytest.importorskip("distributed", reason="dask.distributed is not installed (extra: distributed)")
+    pytest.importorskip("cma", reason="the example's CMA-ES needs the package cma")
+    script = Path(__file__).resolve().parents[1] / "examples" / "swimmer_cmaes.py"
+    runs = {}
+    for name, extra in (("here", []), ("dask", ["--scheduler", "local"])):
+        out = tmp_path / name
+        proc = subprocess.run([sys.executable, str(script), "--fast", "--out", str(out), *extra], cwd=script.parent,
+                              capture_output=True, text=True, timeout=300)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        runs[name] = json.loads((out / "swimmer_cmaes.json").read_text())
+    assert "Dask worker(s)" in proc.stdout and runs["dask"]["population_on"] == "dask"
+    for key in ("best_speed_per_generation", "best_gait", "speed_after"):
+        assert runs["dask"][key] == runs["here"][key], key
