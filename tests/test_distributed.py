@@ -180,6 +180,25 @@ def test_dask_client_as_plain_executor(chain3, local, dask_client):
     assert batch.info["chunks"] == 2                                    # one per worker
 
 
+def test_pbf_simulate_batch_with_scheduler_equals_the_local_batch(chain3, dask_client, tmp_path, capsys):
+    from pbframework.cli import main
+    from pbframework.result import BatchTrajectory
+
+    _, Q0, QD0 = chain3
+    np.save(tmp_path / "q0.npy", Q0)
+    np.save(tmp_path / "qd0.npy", QD0)
+    args = ["simulate", "chain", "--links", "3", "--order", "2", "--dt", "0.05", "--duration", "0.5", "--backend",
+            "c", "--q0", str(tmp_path / "q0.npy"), "--qd0", str(tmp_path / "qd0.npy")]
+    rc_here = main([*args, "--out", str(tmp_path / "here.npz")])
+    rc_dask = main([*args, "--out", str(tmp_path / "dask.npz"), "--scheduler", dask_client.scheduler.address])
+    assert rc_here == rc_dask
+    here, there = (BatchTrajectory.load(tmp_path / f"{n}.npz") for n in ("here", "dask"))
+    assert_same_batch(there, here)
+    assert there.info["executor"] == "DaskExecutor" and len(there.status) == M
+    assert main(["simulate", "chain", "--links", "3", "--scheduler", "tcp://127.0.0.1:1"]) == 2
+    assert "--scheduler runs a batch" in capsys.readouterr().err
+
+
 def test_dask_worker_killed_mid_batch_still_gives_the_whole_batch(chain3, dask_client):
     """Chunks long enough to be running when one worker's process is killed (SIGKILL): Dask re-runs them
     on the other worker (or the restarted one); the result is complete, in order and identical."""
