@@ -34,7 +34,7 @@ import numpy as np
 from .emit import CSource
 
 __all__ = ["BuildError", "Library", "build_shared", "cache_dir", "default_cache_dir", "compiler_version",
-           "load_function", "BatchRunner", "PackedLibrary", "pack_library", "install_library"]
+           "load_function", "BatchRunner", "PackedLibrary", "pack_library", "install_library", "rebuild_library"]
 
 DEFAULT_OPT = "-O1"
 
@@ -204,6 +204,8 @@ class PackedLibrary:
         data: the library's bytes.
         meta: its ``meta.json`` (size, sha256, compiler, flags, functions, ...).
         platform: ``sys.platform``, ``platform.machine()`` and the pointer size of the building machine.
+        source: the C source it was built from (zlib-compressed), if packed with it: a machine of another
+            platform, or one that cannot load the library, rebuilds from it (:func:`rebuild_library`).
     """
 
     name: str
@@ -211,6 +213,7 @@ class PackedLibrary:
     data: bytes
     meta: dict
     platform: tuple[str, str, int]
+    source: bytes | None = None
 
 
 def _platform() -> tuple[str, str, int]:
@@ -220,28 +223,53 @@ def _platform() -> tuple[str, str, int]:
     return (sys.platform, platform.machine(), ctypes.sizeof(ctypes.c_void_p))
 
 
-def pack_library(library: Library) -> PackedLibrary:
-    """``library`` as a :class:`PackedLibrary` (its bytes and ``meta.json`` read from its cache entry)."""
+def pack_library(library: Library, source: CSource | None = None) -> PackedLibrary:
+    """``library`` as a :class:`PackedLibrary` (its bytes and ``meta.json`` read from its cache entry), with
+    the ``source`` it was built from where given (compressed)."""
+    import zlib
+
     entry = library.path.parent
     meta = json.loads((entry / "meta.json").read_text())
     name = library.path.name[3:-3]                 # lib<name>.so
-    return PackedLibrary(name, library.key, library.path.read_bytes(), meta, _platform())
+    text = None if source is None else zlib.compress(source.text.encode(), 6)
+    return PackedLibrary(name, library.key, library.path.read_bytes(), meta, _platform(), text)
+
+
+def rebuild_library(packed: PackedLibrary, why: str, cache: Path | str | None = None) -> Library:
+    """Build a :class:`PackedLibrary`'s shipped source here, with the flags it was built with (its compiler
+    replaced by this machine's ``gcc``), for a machine that cannot use the shipped bytes (``why``).
+
+    Raises:
+        BuildError: no source was shipped, or building it failed (no compiler here, ...); the message says
+            ``why`` the bytes could not be used and why the rebuild failed.
+    """
+    import zlib
+
+    if packed.source is None:
+        raise BuildError(f"{why}; no source came with it to rebuild from: build it here (a compiler is needed) "
+                         f"or run on machines of the same platform")
+    flags = tuple(packed.meta.get("flags", (DEFAULT_OPT, "-fPIC", "-shared")))
+    source = CSource(packed.name, zlib.decompress(packed.source).decode(), tuple(packed.meta.get("functions", ())))
+    try:
+        return build_shared(source, opt=flags[0], flags=flags[3:], cache=cache)
+    except (BuildError, OSError) as exc:
+        raise BuildError(f"{why}; rebuilding it from the shipped source failed: {exc}") from None
 
 
 def install_library(packed: PackedLibrary, cache: Path | str | None = None) -> Library:
     """Write a :class:`PackedLibrary` into the cache (default :func:`cache_dir`) under its own key, unless a
     valid entry is there already, and return it as a :class:`Library`; no compiler runs. Publishing is
-    atomic, as in :func:`build_shared`.
+    atomic, as in :func:`build_shared`. A library built for another platform is rebuilt from its shipped
+    source (:func:`rebuild_library`).
 
     Raises:
-        BuildError: the library was built for another platform, or its bytes do not match its recorded
-            size and sha256.
+        BuildError: the library was built for another platform and cannot be rebuilt here (no source
+            shipped, no compiler), or its bytes do not match its recorded size and sha256.
     """
     here = _platform()
     if tuple(packed.platform) != here:
-        raise BuildError(f"library {packed.name} was built for {'/'.join(map(str, packed.platform))}, this machine "
-                         f"is {'/'.join(map(str, here))}: build it here (a compiler is needed) or run on machines "
-                         f"of the same platform")
+        return rebuild_library(packed, f"library {packed.name} was built for {'/'.join(map(str, packed.platform))}, "
+                                       f"this machine is {'/'.join(map(str, here))}", cache)
     meta = packed.meta
     if len(packed.data) != meta.get("size") or hashlib.sha256(packed.data).hexdigest() != meta.get("sha256"):
         raise BuildError(f"library {packed.name}-{packed.key}: its bytes do not match its recorded size and sha256")

@@ -27,7 +27,10 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from .build import DEFAULT_OPT, Library, PackedLibrary, build_shared, install_library, pack_library
+from .build import (
+    DEFAULT_OPT, Library, PackedLibrary, build_shared, install_library, pack_library, rebuild_library,
+)
+from .emit import CSource
 from .step_library import SOLVERS, DriverError, KernelPlan, emit_step_library
 
 __all__ = ["CRunner", "NativeBatch", "RolloutArrays", "BatchArrays", "AdaptiveArrays", "REASONS",
@@ -352,7 +355,7 @@ class CRunner:
                         "build_total": t3 - t0}
         self.source_bytes = self.source.size
         self._load()
-        self.native = NativeBatch(self.library, self._opt, real, threads, lib=self._lib)
+        self.native = NativeBatch(self.library, self._opt, real, threads, lib=self._lib, source=self.source)
         """The batch part of this runner (:class:`NativeBatch`): picklable, it carries the library to another
         process (a worker that needs no compiler)."""
 
@@ -618,8 +621,13 @@ def _unpickle_native(packed: PackedLibrary, opt: bytes, real: str, threads: int)
     memo = (packed.key, opt, real)                  # = NativeBatch.memo_key
     if memo not in _NATIVE:
         library = install_library(packed)
-        dtype = np.float64 if real == "double" else np.float32
-        _NATIVE[memo] = NativeBatch(library, np.frombuffer(opt, dtype=dtype).copy(), real, threads)
+        opt_vector = np.frombuffer(opt, dtype=np.float64 if real == "double" else np.float32).copy()
+        try:
+            native = NativeBatch(library, opt_vector, real, threads)
+        except OSError as exc:               # same platform tag, another ABI (an older C library, ...)
+            library = rebuild_library(packed, f"library {library.path} does not load here ({exc})")
+            native = NativeBatch(library, opt_vector, real, threads)
+        _NATIVE[memo] = native
     return _NATIVE[memo]
 
 
@@ -630,8 +638,9 @@ class NativeBatch:
     Picklable: the pickle carries the compiled library's bytes (:class:`~pbframework.codegen.build.PackedLibrary`),
     and unpickling writes them into the receiving process's cache under the library's own key (once; the
     cache is ``$PBF_CACHE_DIR`` there) and loads them, so a worker process or machine of the same platform needs
-    no compiler and never builds the library; one of another platform raises
-    :class:`~pbframework.codegen.build.BuildError` saying so.
+    no compiler and never builds the library; one of another platform (or one that cannot load it) rebuilds
+    it from the source that travels with it, or raises :class:`~pbframework.codegen.build.BuildError` saying
+    why it cannot.
 
     Args:
         library: the built library.
@@ -639,11 +648,14 @@ class NativeBatch:
         real: ``"double"`` or ``"float"`` (the library's ``casadi_real``).
         threads: default thread count (default: all cores of the machine it runs on).
         lib: the library already loaded (``ctypes.CDLL``), to share a runner's handle.
+        source: the C source the library was built from: it travels with the library (compressed), so a
+            machine of another platform or ABI rebuilds it (that one needs a compiler).
     """
 
     def __init__(self, library: Library, opt_vector: np.ndarray, real: str = "double", threads: int | None = None,
-                 *, lib: ctypes.CDLL | None = None) -> None:
+                 *, lib: ctypes.CDLL | None = None, source: CSource | None = None) -> None:
         self.library = library
+        self.source = source
         self.real = real
         self.dtype = np.float64 if real == "double" else np.float32
         self._ctreal = ctypes.c_double if real == "double" else ctypes.c_float
@@ -678,7 +690,8 @@ class NativeBatch:
         return (self.library.key, self._opt.tobytes(), self.real)
 
     def __reduce__(self):
-        return (_unpickle_native, (pack_library(self.library), self._opt.tobytes(), self.real, self._threads))
+        return (_unpickle_native, (pack_library(self.library, self.source), self._opt.tobytes(), self.real,
+                                   self._threads))
 
     def _p(self, a: np.ndarray):
         return a.ctypes.data_as(self._real_p)

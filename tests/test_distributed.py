@@ -126,6 +126,23 @@ def test_install_refuses_another_platform_and_altered_bytes(chain3, tmp_path):
     assert not cache_entries(tmp_path)
 
 
+def test_another_platform_rebuilds_from_the_shipped_source(chain3, tmp_path, monkeypatch):
+    from pbframework.codegen import build
+
+    sim, Q0, QD0 = chain3
+    native = sim.runner.native
+    packed = pack_library(native.library, native.source)
+    alien = PackedLibrary(packed.name, packed.key, b"not for this machine", packed.meta, ("linux", "riscv64", 8),
+                          packed.source)
+    rebuilt = install_library(alien, cache=tmp_path / "with-gcc")
+    assert rebuilt.path.read_bytes() == native.library.path.read_bytes()       # same source, compiler, flags
+    monkeypatch.setenv("PATH", str(tmp_path))                                  # no compiler here
+    monkeypatch.setattr(build, "_CC_VERSION", {})
+    with pytest.raises(BuildError, match="built for linux/riscv64.*rebuilding it from the shipped source failed"
+                                         ".*not found"):
+        install_library(alien, cache=tmp_path / "without")
+
+
 # ---- Dask: a LocalCluster of 2 worker processes without a compiler ------------------------------------------
 
 def _no_compiler() -> dict:
