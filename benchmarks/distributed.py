@@ -10,7 +10,8 @@ initial state perturbed per trajectory (seeded), run three ways on this machine'
 Every result is checked to equal the threaded batch bit for bit. Also printed: the size of the step library
 that travels to the workers and the time to ship it (scatter to every worker, install into its cache), the
 overhead per chunk (the wall time of chunks of one 1-step trajectory, minus their native time), and from
-these the smallest chunk that keeps a worker 90% busy (docs/distributed.md works the 100-machine case).
+these the smallest chunk that keeps a worker 90% busy (docs/distributed.md works the 100-machine case), and
+the time per trajectory that stays on this machine (energies and the divergence test, after the chunks).
 
     python benchmarks/distributed.py [--size 256] [--links 10]
     python benchmarks/distributed.py --links 3 --size 8 --duration 0.1 --repeats 1   # tiny (the tests)
@@ -22,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import pickle
 import sys
 import tempfile
 import time
@@ -70,6 +72,7 @@ def main(argv=None) -> int:
           f"{time.perf_counter() - t0:.1f} s")
     library = sim.runner.native.library
     lib_bytes = library.path.stat().st_size
+    payload_bytes = len(pickle.dumps(sim.runner.native))          # library + compressed source + options
 
     def best(run):
         out, walls = None, []
@@ -81,6 +84,8 @@ def main(argv=None) -> int:
 
     ref, wall_threads = best(lambda: sim.rollout_batch(Q0, QD0, args.duration, threads=cores))
     native_per_traj = ref.wall_time / args.size * cores          # core-seconds per trajectory
+    # what stays on this machine however many workers: the energies and the divergence test of every trajectory
+    local_per_traj = max(wall_threads - ref.wall_time, 0.0) / args.size
     rows = [{"config": "threads", "workers": 0, "wall": wall_threads, "throughput": args.size / wall_threads,
              "identical": True}]
     ship = overhead = None
@@ -115,7 +120,9 @@ def main(argv=None) -> int:
     min_chunk = EFFICIENCY / (1 - EFFICIENCY) * overhead * cores / native_per_traj
     print(f"CHAIN-{args.links}, M = {args.size}, {steps} steps per trajectory; native "
           f"{native_per_traj * 1e3:.3f} core-ms per trajectory")
-    print(f"step library: {lib_bytes / 1e6:.2f} MB, shipped to the workers and installed in {ship * 1e3:.0f} ms")
+    print(f"on this machine after the native batch (energies, divergence test): {local_per_traj * 1e3:.3f} ms per "
+          f"trajectory, a ceiling of {1 / max(local_per_traj, 1e-12):.0f} traj/s however many workers")
+    print(f"step library: {lib_bytes / 1e6:.2f} MB ({payload_bytes / 1e6:.2f} MB with its source), shipped to the workers and installed in {ship * 1e3:.0f} ms")
     print(f"overhead per chunk: {overhead * 1e3:.2f} ms; a chunk of >= {min_chunk:.0f} trajectories keeps a "
           f"{cores}-core worker {EFFICIENCY:.0%} busy")
     for r in rows:
@@ -124,8 +131,9 @@ def main(argv=None) -> int:
               f"{r['throughput'] / rows[0]['throughput']:.2f}x threads, identical {r['identical']}{extra})")
     path = write_json("distributed.json", {
         "links": args.links, "size": args.size, "duration": args.duration, "dt": args.dt, "cores": cores,
-        "library_bytes": lib_bytes, "ship_seconds": ship, "overhead_per_chunk": overhead,
-        "core_seconds_per_trajectory": native_per_traj, "min_chunk_90": min_chunk, "rows": rows})
+        "library_bytes": lib_bytes, "payload_bytes": payload_bytes, "ship_seconds": ship, "overhead_per_chunk": overhead,
+        "core_seconds_per_trajectory": native_per_traj, "local_seconds_per_trajectory": local_per_traj,
+        "min_chunk_90": min_chunk, "rows": rows})
     print(f"wrote {path}")
     return 0 if all(r["identical"] for r in rows) else 1
 
