@@ -122,7 +122,8 @@ def main(argv=None) -> int:
           f"{native_per_traj * 1e3:.3f} core-ms per trajectory")
     print(f"on this machine after the native batch (energies, divergence test): {local_per_traj * 1e3:.3f} ms per "
           f"trajectory, a ceiling of {1 / max(local_per_traj, 1e-12):.0f} traj/s however many workers")
-    print(f"step library: {lib_bytes / 1e6:.2f} MB ({payload_bytes / 1e6:.2f} MB with its source), shipped to the workers and installed in {ship * 1e3:.0f} ms")
+    print(f"step library: {lib_bytes / 1e6:.2f} MB ({payload_bytes / 1e6:.2f} MB with its source), shipped to "
+          f"the workers and installed in {ship * 1e3:.0f} ms")
     print(f"overhead per chunk: {overhead * 1e3:.2f} ms; a chunk of >= {min_chunk:.0f} trajectories keeps a "
           f"{cores}-core worker {EFFICIENCY:.0%} busy")
     for r in rows:
@@ -131,7 +132,8 @@ def main(argv=None) -> int:
               f"{r['throughput'] / rows[0]['throughput']:.2f}x threads, identical {r['identical']}{extra})")
     path = write_json("distributed.json", {
         "links": args.links, "size": args.size, "duration": args.duration, "dt": args.dt, "cores": cores,
-        "library_bytes": lib_bytes, "payload_bytes": payload_bytes, "ship_seconds": ship, "overhead_per_chunk": overhead,
+        "library_bytes": lib_bytes, "payload_bytes": payload_bytes, "ship_seconds": ship,
+        "overhead_per_chunk": overhead,
         "core_seconds_per_trajectory": native_per_traj, "local_seconds_per_trajectory": local_per_traj,
         "min_chunk_90": min_chunk, "rows": rows})
     print(f"wrote {path}")
