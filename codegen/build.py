@@ -34,7 +34,7 @@ import numpy as np
 from .emit import CSource
 
 __all__ = ["BuildError", "Library", "build_shared", "cache_dir", "default_cache_dir", "compiler_version",
-           "load_function", "BatchRunner"]
+           "load_function", "BatchRunner", "PackedLibrary", "pack_library", "install_library", "rebuild_library"]
 
 DEFAULT_OPT = "-O1"
 
@@ -191,6 +191,111 @@ def build_shared(source: CSource, *, opt: str = DEFAULT_OPT, flags: Sequence[str
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return Library(entry / libname, key, source.functions, seconds, False, all_flags, seconds)
+
+
+@dataclass(frozen=True)
+class PackedLibrary:
+    """A built library as bytes, to send to another process or machine (:func:`pack_library`), which writes
+    it into its own cache once (:func:`install_library`) and needs no compiler.
+
+    Attributes:
+        name: the unit name (the cache entry is ``<name>-<key>``, the file ``lib<name>.so``).
+        key: the cache key it was built under.
+        data: the library's bytes.
+        meta: its ``meta.json`` (size, sha256, compiler, flags, functions, ...).
+        platform: ``sys.platform``, ``platform.machine()`` and the pointer size of the building machine.
+        source: the C source it was built from (zlib-compressed), if packed with it: a machine of another
+            platform, or one that cannot load the library, rebuilds from it (:func:`rebuild_library`).
+    """
+
+    name: str
+    key: str
+    data: bytes
+    meta: dict
+    platform: tuple[str, str, int]
+    source: bytes | None = None
+
+
+def _platform() -> tuple[str, str, int]:
+    import platform
+    import sys
+
+    return (sys.platform, platform.machine(), ctypes.sizeof(ctypes.c_void_p))
+
+
+def pack_library(library: Library, source: CSource | None = None) -> PackedLibrary:
+    """``library`` as a :class:`PackedLibrary` (its bytes and ``meta.json`` read from its cache entry), with
+    the ``source`` it was built from where given (compressed)."""
+    import zlib
+
+    entry = library.path.parent
+    meta = json.loads((entry / "meta.json").read_text())
+    name = library.path.name[3:-3]                 # lib<name>.so
+    text = None if source is None else zlib.compress(source.text.encode(), 6)
+    return PackedLibrary(name, library.key, library.path.read_bytes(), meta, _platform(), text)
+
+
+def rebuild_library(packed: PackedLibrary, why: str, cache: Path | str | None = None) -> Library:
+    """Build a :class:`PackedLibrary`'s shipped source here, with the flags it was built with (its compiler
+    replaced by this machine's ``gcc``), for a machine that cannot use the shipped bytes (``why``).
+
+    Raises:
+        BuildError: no source was shipped, or building it failed (no compiler here, ...); the message says
+            ``why`` the bytes could not be used and why the rebuild failed.
+    """
+    import zlib
+
+    if packed.source is None:
+        raise BuildError(f"{why}; no source came with it to rebuild from: build it here (a compiler is needed) "
+                         f"or run on machines of the same platform")
+    flags = tuple(packed.meta.get("flags", (DEFAULT_OPT, "-fPIC", "-shared")))
+    source = CSource(packed.name, zlib.decompress(packed.source).decode(), tuple(packed.meta.get("functions", ())))
+    try:
+        return build_shared(source, opt=flags[0], flags=flags[3:], cache=cache)
+    except (BuildError, OSError) as exc:
+        raise BuildError(f"{why}; rebuilding it from the shipped source failed: {exc}") from None
+
+
+def install_library(packed: PackedLibrary, cache: Path | str | None = None) -> Library:
+    """Write a :class:`PackedLibrary` into the cache (default :func:`cache_dir`) under its own key, unless a
+    valid entry is there already, and return it as a :class:`Library`; no compiler runs. Publishing is
+    atomic, as in :func:`build_shared`. A library built for another platform is rebuilt from its shipped
+    source (:func:`rebuild_library`).
+
+    Raises:
+        BuildError: the library was built for another platform and cannot be rebuilt here (no source
+            shipped, no compiler), or its bytes do not match its recorded size and sha256.
+    """
+    here = _platform()
+    if tuple(packed.platform) != here:
+        return rebuild_library(packed, f"library {packed.name} was built for {'/'.join(map(str, packed.platform))}, "
+                                       f"this machine is {'/'.join(map(str, here))}", cache)
+    meta = packed.meta
+    if len(packed.data) != meta.get("size") or hashlib.sha256(packed.data).hexdigest() != meta.get("sha256"):
+        raise BuildError(f"library {packed.name}-{packed.key}: its bytes do not match its recorded size and sha256")
+    root = Path(cache) if cache is not None else cache_dir()
+    root.mkdir(parents=True, exist_ok=True)
+    entry, libname = root / f"{packed.name}-{packed.key}", f"lib{packed.name}.so"
+    functions, flags = tuple(meta.get("functions", ())), tuple(meta.get("flags", ()))
+    recorded = float(meta.get("compile_seconds", 0.0))
+    if entry.exists():
+        if _entry_ok(entry, libname) is not None:
+            return Library(entry / libname, packed.key, functions, 0.0, True, flags, recorded)
+        _discard(entry)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{packed.name}-", dir=root))
+    try:
+        (tmp / libname).write_bytes(packed.data)
+        (tmp / "meta.json").write_text(json.dumps({**meta, "installed": True}))
+        try:
+            os.rename(tmp, entry)
+        except OSError:
+            shutil.rmtree(tmp, ignore_errors=True)
+            if _entry_ok(entry, libname) is None:
+                raise BuildError(f"cache entry {entry} is invalid after a concurrent install; remove it and retry")
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return Library(entry / libname, packed.key, functions, 0.0, False, flags, recorded)
 
 
 def load_function(library: Library, name: str | None = None) -> ca.Function:

@@ -27,10 +27,14 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from .build import DEFAULT_OPT, Library, build_shared
+from .build import (
+    DEFAULT_OPT, Library, PackedLibrary, build_shared, install_library, pack_library, rebuild_library,
+)
+from .emit import CSource
 from .step_library import SOLVERS, DriverError, KernelPlan, emit_step_library
 
-__all__ = ["CRunner", "RolloutArrays", "BatchArrays", "AdaptiveArrays", "REASONS", "FLOAT_TOLERANCE_FLOORS",
+__all__ = ["CRunner", "NativeBatch", "RolloutArrays", "BatchArrays", "AdaptiveArrays", "REASONS",
+           "FLOAT_TOLERANCE_FLOORS",
            "solver_option_vector"]
 
 REASONS = ("gradient", "step", "precision", "max_iter", "non_finite", "line_search", "explicit", "residual", "stalled")
@@ -150,6 +154,16 @@ class BatchArrays(_StateViews):
             self.depth = np.zeros(np.shape(self.iterations), np.int64)
         if self.residual is None:
             self.residual = np.asarray(self.grad_norm, float).copy()
+
+    @classmethod
+    def concatenate(cls, parts: Sequence["BatchArrays"], wall_time: float) -> "BatchArrays":
+        """Batches of the same steps run apart (chunks of one batch), as one batch in their order: every
+        trajectory's arrays as its chunk returned them. ``threads``: the most any chunk used."""
+        cat = lambda name: np.concatenate([getattr(b, name) for b in parts])      # noqa: E731
+        names = ("states", "iterations", "converged", "halvings", "evaluations", "grad_norm", "steps_done",
+                 "status", "depth", "residual")
+        return cls(nq=parts[0].nq, nv=parts[0].nv, wall_time=wall_time, threads=max(b.threads for b in parts),
+                   **{name: cat(name) for name in names})
 
 
 
@@ -341,6 +355,9 @@ class CRunner:
                         "build_total": t3 - t0}
         self.source_bytes = self.source.size
         self._load()
+        self.native = NativeBatch(self.library, self._opt, real, threads, lib=self._lib, source=self.source)
+        """The batch part of this runner (:class:`NativeBatch`): picklable, it carries the library to another
+        process (a worker that needs no compiler)."""
 
     # -- loading ------------------------------------------------------------------------------------------
     def _load(self) -> None:
@@ -588,6 +605,111 @@ class CRunner:
             U: ``(M, nu)`` constant inputs per trajectory (problems with force inputs only).
             threads: thread count (capped at M).
         """
+        return self.native.rollout_batch(Q0, QD0, t0, dt, steps, U, threads=threads or self.threads)
+
+    def __repr__(self) -> str:
+        return (f"CRunner({self.problem.describe()}, {self.plan.describe()}, {self.real}, "
+                f"{self.library.path.name}{' cached' if self.library.cached else ''})")
+
+
+_NATIVE: dict[tuple, "NativeBatch"] = {}
+"""Batches already unpickled in this process, by (cache key, option vector, precision): a worker installs and
+loads a library once, however many chunks it runs."""
+
+
+def _unpickle_native(packed: PackedLibrary, opt: bytes, real: str, threads: int) -> "NativeBatch":
+    memo = (packed.key, opt, real)                  # = NativeBatch.memo_key
+    if memo not in _NATIVE:
+        library = install_library(packed)
+        opt_vector = np.frombuffer(opt, dtype=np.float64 if real == "double" else np.float32).copy()
+        try:
+            native = NativeBatch(library, opt_vector, real, threads)
+        except OSError as exc:               # same platform tag, another ABI (an older C library, ...)
+            library = rebuild_library(packed, f"library {library.path} does not load here ({exc})")
+            native = NativeBatch(library, opt_vector, real, threads)
+        _NATIVE[memo] = native
+    return _NATIVE[memo]
+
+
+class NativeBatch:
+    """The batch part of a :class:`CRunner`: its library, solver option vector and precision, calling
+    ``pbf_rollout_batch`` (``runner.native``).
+
+    Picklable: the pickle carries the compiled library's bytes (:class:`~pbframework.codegen.build.PackedLibrary`),
+    and unpickling writes them into the receiving process's cache under the library's own key (once; the
+    cache is ``$PBF_CACHE_DIR`` there) and loads them, so a worker process or machine of the same platform needs
+    no compiler and never builds the library; one of another platform (or one that cannot load it) rebuilds
+    it from the source that travels with it, or raises :class:`~pbframework.codegen.build.BuildError` saying
+    why it cannot.
+
+    Args:
+        library: the built library.
+        opt_vector: the C driver's option vector (:func:`solver_option_vector`).
+        real: ``"double"`` or ``"float"`` (the library's ``casadi_real``).
+        threads: default thread count (default: all cores of the machine it runs on).
+        lib: the library already loaded (``ctypes.CDLL``), to share a runner's handle.
+        source: the C source the library was built from: it travels with the library (compressed), so a
+            machine of another platform or ABI rebuilds it (that one needs a compiler).
+    """
+
+    def __init__(self, library: Library, opt_vector: np.ndarray, real: str = "double", threads: int | None = None,
+                 *, lib: ctypes.CDLL | None = None, source: CSource | None = None) -> None:
+        self.library = library
+        self.source = source
+        self.real = real
+        self.dtype = np.float64 if real == "double" else np.float32
+        self._ctreal = ctypes.c_double if real == "double" else ctypes.c_float
+        self._real_p = ctypes.POINTER(self._ctreal)
+        self._threads = int(threads) if threads else None
+        self._lib = lib if lib is not None else ctypes.CDLL(str(library.path))
+        RP = self._real_p
+        self._lib.pbf_sizes.argtypes = [_INT_P]
+        self._lib.pbf_sizes.restype = None
+        self._lib.pbf_work_size.argtypes = [RP, _INT_P, _INT_P]
+        self._lib.pbf_work_size.restype = None
+        self._lib.pbf_rollout_batch.argtypes = [_INT, _INT, RP, RP, RP, self._ctreal, self._ctreal, _INT, RP, RP,
+                                                _INT_P, RP, _INT_P, _INT_P, RP, _INT_P]
+        self._lib.pbf_rollout_batch.restype = ctypes.c_int
+        sizes = (_INT * 13)()
+        self._lib.pbf_sizes(sizes)
+        self.nq, self.nx, self.ns, self.np, self.nu = (int(sizes[k]) for k in range(5))
+        self.nv = int(sizes[12])
+        self._opt = np.ascontiguousarray(opt_vector, dtype=self.dtype)
+        nw, niw = _INT(), _INT()
+        self._lib.pbf_work_size(self._p(self._opt), ctypes.byref(nw), ctypes.byref(niw))
+        self.work_size = (int(nw.value), int(niw.value))
+
+    @property
+    def threads(self) -> int:
+        """The default thread count: the one given, else the cores of the machine this object is on."""
+        return self._threads or (os.cpu_count() or 1)
+
+    @property
+    def memo_key(self) -> tuple:
+        """What identifies this batch's library and settings: (cache key, option vector bytes, precision)."""
+        return (self.library.key, self._opt.tobytes(), self.real)
+
+    def __reduce__(self):
+        return (_unpickle_native, (pack_library(self.library, self.source), self._opt.tobytes(), self.real,
+                                   self._threads))
+
+    def _p(self, a: np.ndarray):
+        return a.ctypes.data_as(self._real_p)
+
+    @staticmethod
+    def _ip(a: np.ndarray):
+        return a.ctypes.data_as(_INT_P)
+
+    def rollout_batch(self, Q0, QD0, t0: float, dt: float, steps: int, U=None,
+                      threads: int | None = None) -> BatchArrays:
+        """M rollouts at once, spread over ``threads`` native threads (default: :attr:`threads`).
+
+        Args:
+            Q0, QD0: ``(M, nq)`` initial configurations and ``(M, nv)`` velocities.
+            t0, dt, steps: as :meth:`CRunner.rollout`.
+            U: ``(M, nu)`` constant inputs per trajectory (problems with force inputs only).
+            threads: thread count (capped at M and 256).
+        """
         steps = int(steps)
         nq = self.nq
         Q0 = np.ascontiguousarray(np.atleast_2d(np.asarray(Q0, dtype=self.dtype)))
@@ -626,7 +748,3 @@ class CRunner:
                            grad_norm=gn[:, :steps, 0].astype(float), steps_done=nsteps,
                            status=np.array([_status(s) for s in status]), wall_time=wall, threads=nth,
                            depth=st[:, :, 5].copy(), residual=gn[:, :steps, 1].astype(float))
-
-    def __repr__(self) -> str:
-        return (f"CRunner({self.problem.describe()}, {self.plan.describe()}, {self.real}, "
-                f"{self.library.path.name}{' cached' if self.library.cached else ''})")

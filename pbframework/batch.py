@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import time
 import warnings
+from typing import Any
 
 import numpy as np
 
@@ -22,7 +23,8 @@ class Batches:
     """Mixin of :class:`~pbframework.simulate.Simulator`: batches of rollouts."""
 
     def rollout_batch(self, Q0, QD0=None, duration: float | None = None, *, steps: int | None = None,
-                      t0: float = 0.0, threads: int | None = None) -> BatchTrajectory:
+                      t0: float = 0.0, threads: int | None = None, executor: Any = None,
+                      chunk_size: int | None = None) -> BatchTrajectory:
         """M rollouts of the same length from the rows of ``Q0`` (and ``QD0``), all at once.
 
         On the ``c`` backend one native call runs them on ``threads`` threads (default: all cores; each
@@ -34,7 +36,13 @@ class Batches:
             Q0: initial configurations, shape (M, nq).
             QD0: initial velocities, shape (M, nv) (default zeros).
             duration, steps, t0: as :meth:`rollout`.
-            threads: native threads (``c`` backend).
+            threads: native threads (``c`` backend; with an executor: per chunk).
+            executor: run the batch in chunks on this executor (``c`` backend): any object with
+                ``submit(fn, *args)`` returning futures, a ``concurrent.futures.ProcessPoolExecutor`` or a
+                ``dask.distributed.Client`` (:mod:`pbframework.distributed`); the result equals the run
+                without one bit for bit. None: native threads on this machine.
+            chunk_size: trajectories per chunk (default: the batch split evenly over the executor's
+                workers).
 
         Returns:
             A :class:`~pbframework.result.BatchTrajectory`.
@@ -54,14 +62,28 @@ class Batches:
         if threads is not None and (isinstance(threads, bool) or not isinstance(threads, (int, np.integer))
                                     or threads < 1):
             raise StepError(f"threads must be a positive integer, got {threads!r}")
+        if executor is not None and (getattr(self.runner, "native", None) is None or self._input_forces):
+            why = (f"force models with per-step inputs ({', '.join(f.name for f, _ in self._input_forces)})"
+                   if self.runner is not None else f"backend {self.backend!r}")
+            raise StepError(f"executor= runs chunks of the native batch of the 'c' backend; this Simulator has "
+                            f"{why}: use backend='c' without per-step inputs, or drop executor")
+        if chunk_size is not None and executor is None:
+            raise StepError("chunk_size applies to a batch run on an executor; pass executor= too")
         steps = self.steps_for(duration, steps)
         M, t0 = Q0.shape[0], float(t0)
+        chunks = None
         names = ("iterations", "grad_norm", "converged", "halvings", "evaluations", "depth", "residual")
         status = np.full(M, Status.OK.value, dtype=object)
         failure_time = np.full(M, np.nan)
         if self.runner is not None and not self._input_forces and hasattr(self.runner, "rollout_batch"):
-            with single_threaded_blas():
-                out = self.runner.rollout_batch(Q0, QD0, t0, dt, steps, threads=threads)
+            if executor is not None:
+                from .distributed import run_chunks
+
+                out, chunks = run_chunks(self.runner.native, Q0, QD0, t0, dt, steps, executor,
+                                         chunk_size=chunk_size, threads=threads)
+            else:
+                with single_threaded_blas():
+                    out = self.runner.rollout_batch(Q0, QD0, t0, dt, steps, threads=threads)
             states, done, wall, nth = out.states, out.steps_done.copy(), out.wall_time, out.threads
             failed = out.status == "failed"
             if failed.any() and self.on_failure is FailurePolicy.RAISE:
@@ -121,6 +143,8 @@ class Batches:
                 "batch": M, "threads": nth, "velocity": pb.velocity, "start": pb.start,
                 "on_failure": self.on_failure.value, "max_halvings": self.max_halvings,
                 "energy_limit": self.energy_limit if self.energy_checked else None}
+        if executor is not None:
+            info.update(executor=type(executor).__name__, chunks=chunks)
         build_time = 0.0 if self._build_time_reported else self.build_time
         self._build_time_reported = True
         return BatchTrajectory(t=t0 + np.arange(steps + 1) * dt, q=states[:, :, :nq], qd=states[:, :, nq:nq + nv],

@@ -8,6 +8,7 @@
     pbf simulate chain --param length=0.5,mass=2 --force gravity --force "pd:kp=100,kd=5,dofs=[joint0:ry]"
     pbf simulate --model robot.urdf --integrator rk4 --dt 0.001 --duration 2 --qd0=0.1,0,0,0,0,0,0
     pbf simulate chain --links 40 --order 3 --dt 0.05 --duration 10 --backend c
+    pbf simulate chain --links 10 --backend c --q0 starts.npy --scheduler tcp://host:8786
     pbf plugins
     pbf cache info
     pbf cache clear
@@ -24,7 +25,9 @@ What Python takes, the command takes:
 * ``--q0`` / ``--qd0``: the initial configuration and velocity, each ``nq`` numbers (the model's
   coordinates, ``model.dof_names``) as a comma list or a ``.npy`` file. Defaults: the built-in model's
   benchmark pose (``chain_q0``, ``spider_q0``, the box on the ground) or zeros, at rest. A list that
-  starts with a minus sign is written ``--q0=-0.1,0.2``.
+  starts with a minus sign is written ``--q0=-0.1,0.2``. A ``.npy`` of shape ``(M, nq)`` runs a batch of M
+  rollouts (``rollout_batch``; ``--qd0`` then ``(M, nv)`` or one velocity for all); ``--scheduler
+  tcp://host:8786`` runs that batch on a Dask cluster (``c`` backend, extra ``distributed``).
 
 A misspelt or missing parameter is one line naming the force model or builder and listing the parameters
 it accepts with their defaults (:class:`~pbframework.registry.PluginParameterError` in Python). Every
@@ -151,6 +154,9 @@ def _parser() -> argparse.ArgumentParser:
     sp.add_argument("--backend", default="casadi",
                     help="where the solver loop runs: casadi (default, CasADi VM) or c (generated C, compiled "
                          "once per model and cached)")
+    sp.add_argument("--scheduler", metavar="ADDRESS",
+                    help="run a batch (--q0 FILE.npy of shape (M, nq)) on this Dask scheduler, tcp://host:8786 "
+                         "(backend c; extra 'distributed')")
     sp.add_argument("--out", metavar="FILE.npz", help="save the trajectory (t, q, qd, energy, stats, ...)")
     sp.add_argument("--plot", metavar="FILE.png", help="plot energy against time (.png, .pdf, .svg, ...)")
     sp.add_argument("--no-progress", action="store_true",
@@ -395,17 +401,38 @@ def _simulate(args) -> int:
     plot = _output_path(args.plot, "--plot", plot_formats())
     q0, qd0 = _vector(args.q0, "--q0"), _vector(args.qd0, "--qd0")
 
+    batch = q0 is not None and q0.ndim == 2
+    if args.scheduler and not batch:
+        raise CliError("--scheduler runs a batch: give --q0 a .npy file of shape (M, nq), one start per row")
+    if args.scheduler and args.backend != "c":
+        raise CliError(f"--scheduler runs the c backend's native batch on the workers; add --backend c "
+                       f"(got --backend {args.backend})")
+    if batch and args.adaptive:
+        raise CliError("a batch (--q0 of shape (M, nq)) takes fixed steps; drop --adaptive")
+
     model, default_q0 = _load_model(args, params)
-    q0 = model.check_state(default_q0 if q0 is None else q0, "--q0")
-    qd0 = model.check_velocity(np.zeros(model.nv) if qd0 is None else qd0, "--qd0")
+    if batch:
+        q0 = np.stack([model.check_state(row, f"--q0 row {m}") for m, row in enumerate(q0)])
+        qd0 = np.zeros((len(q0), model.nv)) if qd0 is None else np.atleast_2d(qd0)
+        if qd0.shape[0] == 1:
+            qd0 = np.repeat(qd0, len(q0), axis=0)
+        if qd0.shape[0] != len(q0):
+            raise CliError(f"--qd0: {qd0.shape[0]} rows for {len(q0)} starts in --q0")
+        qd0 = np.stack([model.check_velocity(row, f"--qd0 row {m}") for m, row in enumerate(qd0)])
+    else:
+        q0 = model.check_state(default_q0 if q0 is None else q0, "--q0")
+        qd0 = model.check_velocity(np.zeros(model.nv) if qd0 is None else qd0, "--qd0")
     sim = Simulator(model, args.integrator, order=config.order, solver=args.solver, dt=config.dt, forces=forces,
                     objective=config.objective, fd=config.fd, solver_options=opts or None, backend=args.backend,
                     on_failure=args.on_failure, max_halvings=args.max_halvings,
                     energy_limit=args.energy_limit or None, adaptive=adaptive)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        traj = sim.rollout(q0, qd0, duration=args.duration,
-                           progress=not args.no_progress and sys.stderr.isatty())
+        if batch:
+            traj = _batch(sim, q0, qd0, args)
+        else:
+            traj = sim.rollout(q0, qd0, duration=args.duration,
+                               progress=not args.no_progress and sys.stderr.isatty())
     from .render import model_source
 
     traj.info["model_source"] = (model_source(path=args.model, balance_inertia=args.balance_inertia) if args.model
@@ -418,16 +445,40 @@ def _simulate(args) -> int:
     for w in caught:
         print(f"pbf: warning: {w.message}", file=sys.stderr)
     print(traj.summary())
-    limits = limit_report(model, traj.q, traj.t)
+    limits = None if batch else limit_report(model, traj.q, traj.t)
     if limits is not None:
         print(limits)
     for line in written:
         print(line)
+    if batch:                      # the worst verdict among the trajectories
+        worst = max(set(traj.status), key=lambda s: EXIT_CODES[s])
+        if worst != "ok":
+            print(f"pbf: {int(np.sum(traj.status != 'ok'))} of {len(traj.status)} trajectories did not end ok "
+                  f"(exit status {EXIT_CODES[worst]}: {worst})", file=sys.stderr)
+        return EXIT_CODES[worst]
     status = traj.status.value
     if status != "ok":
         print(f"pbf: run ended {status} at t={traj.failure_time:.6g} s (first failure; exit status "
               f"{EXIT_CODES[status]})", file=sys.stderr)
     return EXIT_CODES[status]
+
+
+def _batch(sim, Q0: np.ndarray, QD0: np.ndarray, args):
+    """A batch of rollouts, on the Dask scheduler of ``--scheduler`` where given."""
+    if not args.scheduler:
+        return sim.rollout_batch(Q0, QD0, args.duration)
+    try:
+        from dask.distributed import Client
+    except ImportError:
+        raise CliError("--scheduler needs Dask: pip install 'pbframework[distributed]'") from None
+    from .distributed import rollout_batch
+
+    try:
+        client = Client(args.scheduler, timeout=30)
+    except (OSError, TimeoutError, ValueError) as exc:
+        raise CliError(f"--scheduler: cannot reach the Dask scheduler at {args.scheduler!r} ({exc})") from None
+    with client:
+        return rollout_batch(client, sim, Q0, QD0, args.duration)
 
 
 def _export(args) -> int:

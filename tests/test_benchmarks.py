@@ -593,3 +593,16 @@ def test_derivatives(tmp_path):
         assert {(s["model"], s["ours"]) for s in data["summary"]} == {("CHAIN-3", "pbad2"), ("CHAIN-3", "rk4")}
         assert all(positive(s["ratio_centred"]) and positive(s["ratio_forward"]) for s in data["summary"])
         assert "ours / MuJoCo implicitfast FD" in text and "MuJoCo FD error" in text
+
+
+def test_distributed(tmp_path):
+    pytest.importorskip("distributed", reason="dask.distributed is not installed (extra: distributed)")
+    out, stdout = run_benchmark(tmp_path, "distributed.py", "--links", 3, "--size", 8, "--duration", 0.1,
+                                "--repeats", 1, "--overhead-chunks", 8)
+    data = json.loads((out / "distributed.json").read_text())
+    assert [r["config"] for r in data["rows"]] == ["threads", "dask-1", "dask-2"]
+    assert all(r["identical"] for r in data["rows"]), "chunks on the workers must equal the threaded batch"
+    assert [r.get("chunks") for r in data["rows"]] == [None, 1, 2]
+    for k in ("library_bytes", "ship_seconds", "core_seconds_per_trajectory"):
+        assert positive(data[k]), k
+    assert nonnegative(data["overhead_per_chunk"]) and "overhead per chunk" in stdout
