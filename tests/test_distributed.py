@@ -182,6 +182,20 @@ def test_dask_cluster_without_compiler_equals_local_batch(chain3, local, dask_cl
         assert state["entries"] == [(key_entry.rsplit("-", 1)[0], True)], state   # ... one library, installed
 
 
+@pytest.mark.slow
+def test_dask_cluster_runs_a_256_trajectory_chain10_batch_exactly(dask_client):
+    """The issue's batch: 256 CHAIN-10 trajectories on the 2 compiler-less workers equal the local batch."""
+    from pbframework.distributed import rollout_batch
+
+    model = pbf.models.chain(10)
+    sim = pbf.Simulator(model, "pbad", order=2, dt=0.05, backend="c", backend_options={"threads": 2})
+    rng = np.random.default_rng(256)
+    Q0 = pbf.models.chain_q0(model) + 0.2 * rng.standard_normal((256, model.nq))
+    QD0 = np.zeros((256, model.nv))
+    local = sim.rollout_batch(Q0, QD0, duration=1.0)
+    assert_same_batch(rollout_batch(dask_client, sim, Q0, QD0, duration=1.0), local)
+
+
 def test_dask_ships_a_library_once_per_client(chain3, dask_client):
     from pbframework.distributed import DaskExecutor
 
