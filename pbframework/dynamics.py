@@ -97,7 +97,7 @@ def _group_rnea(model: ArticulatedBody) -> ca.Function:
     tau: list = [None] * len(tree.elements)
     for i in reversed(range(len(tree.elements))):
         e = tree.elements[i]
-        tau[i] = ca.mtimes(ca.DM(motion_subspace_matrix(e)).T, f[i])
+        tau[i] = ca.mtimes(ca.DM(motion_subspace_matrix(e)).T, f[i]) + e.armature * a[tree.v_slice(i)]
         if e.parent >= 0:
             f[e.parent] = f[e.parent] + ca.mtimes(X[i].T, f[i])
     return ca.Function("rnea", [q, v, a], [ca.vertcat(*tau)], ["q", "v", "a"], ["tau"])
@@ -119,7 +119,7 @@ def _group_crba(model: ArticulatedBody) -> ca.Function:
         Si = ca.DM(motion_subspace_matrix(e))
         F = ca.mtimes(Ic[i], Si)
         vi = tree.v_slice(i)
-        M[vi, vi] = ca.mtimes(Si.T, F)
+        M[vi, vi] = ca.mtimes(Si.T, F) + e.armature * ca.DM.eye(e.nv)
         j = i
         while tree.elements[j].parent >= 0:
             F = ca.mtimes(X[j].T, F)
@@ -152,7 +152,7 @@ def _group_aba(model: ArticulatedBody) -> ca.Function:
     U, Dinv, u = [None] * n, [None] * n, [None] * n
     for i in reversed(range(n)):
         U[i] = ca.mtimes(IA[i], S[i])
-        D = ca.mtimes(S[i].T, U[i])
+        D = ca.mtimes(S[i].T, U[i]) + tree.elements[i].armature * ca.DM.eye(tree.elements[i].nv)
         Dinv[i] = 1 / D if D.shape == (1, 1) else ca.inv(D)
         u[i] = tau[tree.v_slice(i)] - ca.mtimes(S[i].T, pA[i])
         p = tree.elements[i].parent
@@ -210,7 +210,7 @@ def build_rnea(model: ArticulatedBody) -> ca.Function:
     tau = [None] * n
     for i in reversed(range(n)):
         e = tree.elements[i]
-        tau[i] = ca.dot(ca.DM(motion_subspace(e)), f[i])
+        tau[i] = ca.dot(ca.DM(motion_subspace(e)), f[i]) + e.armature * a[i]
         if e.parent >= 0:
             f[e.parent] = f[e.parent] + ca.mtimes(X[i].T, f[i])
     out = ca.vertcat(*tau) if n else ca.SX(0, 1)
@@ -233,7 +233,7 @@ def build_crba(model: ArticulatedBody) -> ca.Function:
     M = ca.SX.zeros(n, n)
     for i, e in enumerate(tree.elements):
         F = ca.mtimes(Ic[i], ca.DM(motion_subspace(e)))
-        M[i, i] = ca.dot(ca.DM(motion_subspace(e)), F)
+        M[i, i] = ca.dot(ca.DM(motion_subspace(e)), F) + e.armature
         j = i
         while tree.elements[j].parent >= 0:
             F = ca.mtimes(X[j].T, F)
@@ -264,7 +264,7 @@ def build_aba(model: ArticulatedBody) -> ca.Function:
     U, D, u = [None] * n, [None] * n, [None] * n
     for i in reversed(range(n)):
         U[i] = ca.mtimes(IA[i], S[i])
-        D[i] = ca.dot(S[i], U[i])
+        D[i] = ca.dot(S[i], U[i]) + tree.elements[i].armature
         u[i] = tau[i] - ca.dot(S[i], pA[i])
         p = tree.elements[i].parent
         if p >= 0:
@@ -328,7 +328,21 @@ def gravity_torque(model: ArticulatedBody) -> ca.Function:
 
 
 def forward_dynamics(model: ArticulatedBody, algorithm: str = "aba") -> ca.Function:
-    """Forward dynamics ``(q, qd, tau) -> qdd`` by any registered forward-dynamics plug-in."""
+    """Forward dynamics ``(q, qd, tau) -> qdd`` by any registered forward-dynamics plug-in.
+
+    Raises:
+        ModelError: the model has joint armature and the plug-in says it does not include it
+            (``meta["armature"] is False``: the seed-003 algorithms).
+    """
+    armed = [j.name for j in model.joints if j.armature > 0]
+    if armed:
+        from .registry import get_plugin
+
+        if get_plugin("fd", algorithm).meta.get("armature", True) is False:
+            from .model import ModelError
+
+            raise ModelError(f"forward-dynamics plug-in {algorithm!r} does not include joint armature yet, and "
+                             f"model {model.name!r} has armature on {', '.join(armed)}; use 'aba'")
     return _cached(model, "fd", algorithm)
 
 

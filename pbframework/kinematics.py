@@ -31,6 +31,7 @@ class Element:
         axis: unit axis in the joint frame.
         mass, com, inertia: rigid-body inertia carried by this element's frame (links merged through
             fixed joints included; zero mass for the intermediate elements of a multi-DOF joint).
+        armature: the joint's reflected rotor inertia on this coordinate (hinges and slides; 0 otherwise).
     """
 
     parent: int
@@ -40,6 +41,7 @@ class Element:
     mass: float
     com: np.ndarray
     inertia: np.ndarray
+    armature: float = 0.0
 
     @property
     def nq(self) -> int:
@@ -128,7 +130,7 @@ def element_tree(model: ArticulatedBody) -> ElementTree:
         for n, (kind, axis, _) in enumerate(j.elementary()):
             elems.append(dict(parent=idx, origin=origin if n == 0 else np.eye(4), kind=kind,
                               axis=np.asarray(axis, float), mass=0.0, com=np.zeros(3),
-                              inertia=np.zeros((3, 3))))
+                              inertia=np.zeros((3, 3)), armature=j.armature if kind in ("R", "P") else 0.0))
             idx = len(elems) - 1
         offset = origin if not j.elementary() else np.eye(4)
         link_frame[j.child] = (idx, offset)

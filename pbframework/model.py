@@ -36,6 +36,8 @@ group: :func:`pbframework.kinematics.q_integrate` and :func:`~pbframework.kinema
 
 from __future__ import annotations
 
+import math
+
 import enum
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping, Sequence
@@ -349,6 +351,10 @@ class Joint:
         axis: unit axis in the joint frame for revolute and prismatic joints (normalised here).
         lower, upper: position limits (may be infinite); informational unless a force model uses them.
         effort, velocity: actuator limits from the source file (informational).
+        armature: reflected rotor inertia (kg m^2 or kg) added to the mass matrix's diagonal on each of the
+            joint's coordinates (MJCF ``armature``); hinges and slides only (revolute, prismatic, ``ball2``,
+            ``spherical``), >= 0. The inertia-integral integrators (``pbad``, ``pbfd``, ``pbd_nmdp``) and the
+            seed-003 forward-dynamics plug-ins refuse a model with armature rather than ignore it.
     """
 
     name: str
@@ -361,6 +367,7 @@ class Joint:
     upper: float = np.inf
     effort: float = np.inf
     velocity: float = np.inf
+    armature: float = 0.0
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name:
@@ -375,6 +382,14 @@ class Joint:
         object.__setattr__(self, "axis", axis / n if n > 0 else axis)
         if self.lower > self.upper:
             raise ModelError(f"{where}: lower limit {self.lower} exceeds upper limit {self.upper}")
+        arm = self.armature
+        if isinstance(arm, bool) or not isinstance(arm, (int, float, np.integer, np.floating)) \
+                or not math.isfinite(arm) or arm < 0:
+            raise ModelError(f"{where}: armature must be a finite number >= 0, got {arm!r}")
+        object.__setattr__(self, "armature", float(arm))
+        if arm > 0 and self.type in (JointType.FLOATING, JointType.FREE, JointType.BALL, JointType.FIXED):
+            raise ModelError(f"{where}: armature is supported on hinges and slides only, not on a "
+                             f"{self.type.value} joint")
         for a in (self.origin, self.axis):
             a.setflags(write=False)
 

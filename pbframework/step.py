@@ -818,6 +818,17 @@ def build_step(model: ArticulatedBody, integrator: str, config: StepConfig,
             raise StepError(f"force model(s) {', '.join(flat)} do not take ball / free joints yet (model "
                             f"{model.name!r}: {', '.join(joints)}): their forces are per configuration "
                             f"coordinate; gravity does")
+    armed = [j.name for j in getattr(model, "joints", ()) if getattr(j, "armature", 0.0) > 0]
+    if armed:
+        from .registry import get_plugin
+
+        if info.meta.get("armature", True) is False:
+            raise StepError(f"integrator {integrator!r} does not include joint armature yet (its inertia comes from "
+                            f"the links' inertia integral), and model {model.name!r} has armature on "
+                            f"{', '.join(armed)}; use a Newton-Euler integrator or ne_nmdp, or drop the armature")
+        if info.meta.get("fd_dynamics", True) and get_plugin("fd", config.fd).meta.get("armature", True) is False:
+            raise StepError(f"forward-dynamics plug-in {config.fd!r} does not include joint armature yet, and model "
+                            f"{model.name!r} has armature on {', '.join(armed)}; use fd='aba'")
     key = ("step_problem", integrator, config.key(), tuple(force_key(f) for f in forces))
     cached = model.cache.get(key)
     if cached is not None:

@@ -16,8 +16,9 @@ The subset read
   :func:`pbframework.geometry.sample_contact_points`). A geom with ``contype="0" conaffinity="0"`` (visual
   only) and every other geom type are ignored, as are ``<worldbody>`` geoms (static scenery).
 - ``<joint>`` (with ``<default>`` classes, ``class`` and ``childclass``) and ``<freejoint>``: ``pos``,
-  ``axis``, ``ref``, ``range`` and ``limited``. Damping, armature, stiffness and friction loss are not part of
-  the rigid-body model and are ignored (so compare with MuJoCo at zero armature).
+  ``axis``, ``ref``, ``range``, ``limited`` and ``armature`` (on the mass matrix's diagonal, as MuJoCo does;
+  hinges and slides). Damping, stiffness and friction loss are not part of the rigid-body model and are
+  ignored.
 
 How MuJoCo joints map to this package's joints
 ----------------------------------------------
@@ -387,8 +388,13 @@ class _Reader:
             if "actuatorfrcrange" in attrs:
                 effort = float(np.abs(_floats(attrs["actuatorfrcrange"], 2,
                                               f"{jwhere}: attribute actuatorfrcrange")).max())
+            armature = _floats(attrs.get("armature", "0"), 1, f"{jwhere}: attribute armature")[0]
+            if not armature >= 0:
+                raise ModelError(f"{jwhere}: attribute armature must be >= 0, got {attrs.get('armature')!r}")
+            if armature > 0 and jtype in ("free", "ball"):
+                raise ModelError(f"{jwhere}: armature on a {jtype} joint is not supported (hinges and slides only)")
             parsed.append(dict(name=jname, type=jtype, axis=axis, pos=pos, ref=ref, lower=lower, upper=upper,
-                               effort=effort, where=jwhere))
+                               effort=effort, armature=armature, where=jwhere))
         types = [p["type"] for p in parsed]
         if len(parsed) == 1:
             p = parsed[0]
@@ -410,7 +416,8 @@ class _Reader:
             else:
                 jt = JointType.BALL if self.quaternions else JointType.SPHERICAL
             edge = _Edge(p["name"], jt, parent, body, origin, axis=p["axis"] if t in ("hinge", "slide")
-                         else np.array([0.0, 0.0, 1.0]), lower=p["lower"], upper=p["upper"], effort=p["effort"])
+                         else np.array([0.0, 0.0, 1.0]), lower=p["lower"], upper=p["upper"], effort=p["effort"],
+                         armature=p["armature"])
             return edge, _inverse(P)
         # Several joints in one body: recognised compositions only.
         if any(p["ref"] != 0.0 for p in parsed):
@@ -440,7 +447,11 @@ class _Reader:
                 f"bodies, each with an <inertial>")
         P = _homogeneous(Rj, hinges[0]["pos"])
         name = body if all(p["name"] != body for p in parsed) else f"{body}_joint"
-        return _Edge(name, jt, parent, body, base @ P), _inverse(P)
+        armatures = {p["armature"] for p in parsed}
+        if len(armatures) > 1:
+            raise ModelError(f"{where}: its joints have different armatures {sorted(armatures)}; a composed joint "
+                             f"takes one armature for all its coordinates")
+        return _Edge(name, jt, parent, body, base @ P, armature=armatures.pop()), _inverse(P)
 
 
 def _right_handed(axes: list[np.ndarray]) -> bool:

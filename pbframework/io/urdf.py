@@ -191,6 +191,7 @@ class _Edge:
     upper: float = np.inf
     effort: float = np.inf
     velocity: float = np.inf
+    armature: float = 0.0
 
 
 def _link_problem(b: _Body) -> str | None:
@@ -331,7 +332,8 @@ def _assemble(bodies: dict[str, _Body], edges: list[_Edge], src: str, name: str,
             continue
         try:
             joints.append(Joint(e.name, e.type, e.parent, e.child, origin=e.origin, axis=e.axis,
-                                lower=e.lower, upper=e.upper, effort=e.effort, velocity=e.velocity))
+                                lower=e.lower, upper=e.upper, effort=e.effort, velocity=e.velocity,
+                                armature=e.armature))
         except ModelError as exc:
             raise ModelError(f"{src}: {exc}") from None
     try:

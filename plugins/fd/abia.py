@@ -123,4 +123,4 @@ def depth(n: int, schedule: Schedule | str = Schedule.PARALLEL) -> int:
 def pbf_forward_dynamics():
     return [PluginInfo("abia", "articulated-body inertia algorithm in the global matrix form (seed 003 Eq. 8): "
                        "ABI recursion + scans, any tree, O(n) depth", build,
-                       meta={"depth": depth, "trees": True})]
+                       meta={"depth": depth, "trees": True, "armature": False})]

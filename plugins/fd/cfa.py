@@ -173,4 +173,4 @@ def depth(n: int, schedule: Schedule | str = Schedule.PARALLEL) -> int:
 def pbf_forward_dynamics():
     return [PluginInfo("cfa", "constraint force algorithm (seed 003 Eq. 9-17, Alg. 1): A, B, C and odd-even "
                        "elimination, serial chains of 1-DOF joints, O(log n) depth", build,
-                       meta={"depth": depth, "trees": False})]
+                       meta={"depth": depth, "trees": False, "armature": False})]

@@ -107,4 +107,4 @@ def depth(n: int, schedule: Schedule | str = Schedule.PARALLEL) -> int:
 def pbf_forward_dynamics():
     return [PluginInfo("jsiia", "joint-space inertia inversion (seed 003 Eq. 7): M by unit-acceleration "
                        "inverse dynamics, then LDL^T (Cholesky), any tree", build,
-                       meta={"depth": depth, "trees": True})]
+                       meta={"depth": depth, "trees": True, "armature": False})]

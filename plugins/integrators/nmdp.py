@@ -246,7 +246,7 @@ def pbf_integrators():
                               "energy s.t. dynamics and wrench-polytope contact; solvers pgm / zopgm",
                    _ne_nmdp, meta={**common, "implicit": True, "backends": ("casadi",)}),
         PluginInfo("pbd_nmdp", "NMDP with position-based dynamics (seed 001 Eq. 12); solvers pgm / zopgm",
-                   _pbd_nmdp, meta={**common, "implicit": True, "backends": ("casadi",)}),
+                   _pbd_nmdp, meta={**common, "implicit": True, "backends": ("casadi",), "armature": False}),
         PluginInfo("ne_mdp", "NE-MDP baseline: forward linearised Newton-Euler with MDP contact weights from one "
                              "qpOASES QP per step (seed 001 Eq. 3)",
                    build_ne_mdp, meta={**common, "implicit": False, "backends": ("casadi",)}),

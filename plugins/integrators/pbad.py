@@ -421,7 +421,7 @@ def pbf_integrators():
         "pbad",
         "position-based articulated dynamics (seed 000 Eq. 5) and Legendre collocation of order K >= 3 (Eq. 7)",
         build_pbad,
-        meta={"forms": frozenset({ForceForm.POTENTIAL, ForceForm.GENERALIZED_FORCE}),
+        meta={"armature": False, "forms": frozenset({ForceForm.POTENTIAL, ForceForm.GENERALIZED_FORCE}),
               "orders": tuple(range(2, MAX_ORDER + 1)), "default_order": 2,
               "objectives": (Objective.ENERGY, Objective.RESIDUAL), "implicit": True,
               "energy": lambda order: "dissipates" if order == 2 else "conserves", "group": True},
