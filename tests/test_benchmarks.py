@@ -596,8 +596,8 @@ def test_derivatives(tmp_path):
 
 
 def test_distributed(tmp_path):
-    pytest.importorskip("distributed", reason="dask.distributed is not installed (extra: distributed)")
-    out, stdout = run_benchmark(tmp_path, "distributed.py", "--links", 3, "--size", 8, "--duration", 0.1,
+    pytest.importorskip("dask.distributed", reason="dask.distributed is not installed (extra: distributed)")
+    out, stdout = run_benchmark(tmp_path, "dask_batch.py", "--links", 3, "--size", 8, "--duration", 0.1,
                                 "--repeats", 1, "--overhead-chunks", 8)
     data = json.loads((out / "distributed.json").read_text())
     assert [r["config"] for r in data["rows"]] == ["threads", "dask-1", "dask-2"]

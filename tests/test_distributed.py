@@ -157,7 +157,7 @@ def _no_compiler() -> dict:
 
 @pytest.fixture(scope="module")
 def dask_client(tmp_path_factory):
-    distributed = pytest.importorskip("distributed", reason="dask.distributed is not installed (pip install "
+    distributed = pytest.importorskip("dask.distributed", reason="dask.distributed is not installed (pip install "
                                                             "'pbframework[distributed]')")
     worker_cache = tmp_path_factory.mktemp("worker-cache")
     # the workers' PATH holds no compiler, and their cache starts empty: the library must come with the tasks
@@ -283,7 +283,7 @@ def test_swimmer_cmaes_population_on_a_local_cluster_takes_the_same_search(tmp_p
     import sys
     from pathlib import Path
 
-    pytest.importorskip("distributed", reason="dask.distributed is not installed (extra: distributed)")
+    pytest.importorskip("dask.distributed", reason="dask.distributed is not installed (extra: distributed)")
     pytest.importorskip("cma", reason="the example's CMA-ES needs the package cma")
     script = Path(__file__).resolve().parents[1] / "examples" / "swimmer_cmaes.py"
     runs = {}

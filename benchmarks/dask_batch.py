@@ -13,8 +13,8 @@ overhead per chunk (the wall time of chunks of one 1-step trajectory, minus thei
 these the smallest chunk that keeps a worker 90% busy (docs/distributed.md works the 100-machine case), and
 the time per trajectory that stays on this machine (energies and the divergence test, after the chunks).
 
-    python benchmarks/distributed.py [--size 256] [--links 10]
-    python benchmarks/distributed.py --links 3 --size 8 --duration 0.1 --repeats 1   # tiny (the tests)
+    python benchmarks/dask_batch.py [--size 256] [--links 10]
+    python benchmarks/dask_batch.py --links 3 --size 8 --duration 0.1 --repeats 1   # tiny (the tests)
 
 Writes ``distributed.json`` to ``benchmarks/out/`` or ``$PBF_BENCH_OUT`` (benchmarks/_common.py).
 """
@@ -35,9 +35,6 @@ import numpy as np
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 from _common import write_json  # noqa: E402
-
-# this file's name would shadow the ``distributed`` package (dask.distributed imports it): drop its folder
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != HERE]
 
 import pbframework as pbf  # noqa: E402
 from pbframework.distributed import DaskExecutor, rollout_batch  # noqa: E402
