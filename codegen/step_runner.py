@@ -463,7 +463,7 @@ class CRunner:
         Returns:
             a :class:`~pbframework.step.SolveResult` (``x`` in the library's precision, as float64).
         """
-        from pbframework.step import SolveResult
+        from pbframework.solving import SolveResult
 
         x = self._vec(x0, self.nx, "x0").copy() if self.nx else np.zeros(1, dtype=self.dtype)
         pp = self._vec(p, self.np, "p")

@@ -15,7 +15,8 @@ from .registry import (PluginError, PluginParameterError, UnknownPluginError, av
 from .result import BatchTrajectory, Trajectory
 from .simulate import FailurePolicy, Simulator, StepFailure
 from .export import ExportReport, export
-from .step import Objective, ProblemKind, SolveResult, StepConfig, StepError, StepProblem, build_step
+from .solving import SolveResult
+from .step import Objective, ProblemKind, StepConfig, StepError, StepProblem, build_step
 
 __version__ = "0.1.0"
 

@@ -45,7 +45,8 @@ import numpy as np
 
 from .linalg import dot
 from .records import STEP_COLUMNS, _columns, _End
-from .step import StepError, restart_state, solve_step
+from .solving import restart_state, solve_step
+from .step import StepError
 from .stepping import StepStats
 from .verdict import DivergenceTest, FailurePolicy
 

@@ -34,12 +34,13 @@ from dataclasses import dataclass
 from typing import Iterator, Sequence
 
 import casadi as ca
+import numpy as np
 
 from .forces import ForceForm
 from .kinematics import contact_positions
 from .model import ArticulatedBody
 
-__all__ = ["ConstrainedParts", "polytope_terms", "silenced_stdout"]
+__all__ = ["ConstrainedParts", "polytope_terms", "silenced_stdout", "qpoases_conic", "simplex_rows"]
 
 
 @contextlib.contextmanager
@@ -60,6 +61,25 @@ def silenced_stdout() -> Iterator[None]:
     finally:
         os.dup2(saved, fd)
         os.close(saved)
+
+
+def qpoases_conic(name: str, h: ca.Sparsity, a: ca.Sparsity, **options) -> ca.Function:
+    """``casadi.conic(name, "qpoases", ...)`` as every QP of the package makes it: quiet (``printLevel``
+    ``"none"``, the copyright banner of a new instance kept off stdout) and reporting a failed solve in its
+    stats rather than raising (``error_on_fail`` off); ``options`` are further qpOASES options."""
+    with silenced_stdout():
+        return ca.conic(name, "qpoases", {"h": h, "a": a},
+                        {"printLevel": "none", "error_on_fail": False, **options})
+
+
+def simplex_rows(groups: Sequence[int]) -> ca.DM:
+    """The constraint rows ``1^T w_x`` of the simplex blocks ``groups`` (one row per block, len(groups) x sum)."""
+    rows = np.zeros((len(groups), int(sum(groups))))
+    off = 0
+    for k, n in enumerate(groups):
+        rows[k, off:off + n] = 1.0
+        off += n
+    return ca.DM(rows)
 
 
 @dataclass(frozen=True, eq=False)

@@ -15,7 +15,8 @@ from typing import Any
 
 import numpy as np
 
-from .step import SolveResult, StepError, initial_state, restart_state, solve_step
+from .solving import SolveResult, restart_state, solve_step
+from .step import StepError, initial_state
 from .verdict import FailurePolicy
 
 

@@ -15,7 +15,8 @@ from typing import Any, Mapping
 import numpy as np
 
 from pbframework.hookspecs import PluginInfo, hookimpl
-from pbframework.step import ProblemKind, initial_state, restart_state
+from pbframework.solving import restart_state
+from pbframework.step import ProblemKind, initial_state
 from pbframework.verdict import FailurePolicy
 
 _POLICIES = tuple(p.value for p in FailurePolicy)

@@ -23,15 +23,14 @@ from __future__ import annotations
 
 import casadi as ca
 
-from pbframework.dynamics import crba, nonlinear_effects
 from pbframework.forces import ForceForm
 from pbframework.hookspecs import PluginInfo, hookimpl
 from pbframework.lie import q_integrate
 from pbframework.model import ArticulatedBody
-from pbframework.nmdp import silenced_stdout
+from pbframework.nmdp import qpoases_conic
 from pbframework.step import (
-    INIT_NAMES, ProblemKind, StepConfig, StepError, StepProblem, force_forms, force_label,
-    generalized_force_expr, init_symbols, input_slices, split_params, standard_params, zero_gravity_model,
+    ProblemKind, StepConfig, StepError, StepProblem, force_forms, force_label, input_slices, split_params,
+    standard_params, state_init, velocity_level_terms,
 )
 
 
@@ -49,10 +48,7 @@ def build_ne_dry_friction(model: ArticulatedBody, config: StepConfig, forces) ->
     ns = nq + nv
     nu = input_slices(model, forces)[-1][1] if forces else 0
     # the step's numbers as an SX function; the QP between them in MX
-    qs, vs, ts, hs, us = ca.SX.sym("q", nq), ca.SX.sym("v", nv), ca.SX.sym("t"), ca.SX.sym("dt"), ca.SX.sym("u", nu)
-    M = crba(model)(qs)
-    bias = nonlinear_effects(zero_gravity_model(model))(qs, vs)
-    tau = generalized_force_expr(model, pushing, qs, vs, ts, us if nu else None) if pushing else ca.SX.zeros(nv)
+    (qs, vs, ts, hs, us), M, bias, tau = velocity_level_terms(model, pushing, nu)
     g = -(ca.mtimes(M, vs) + hs * (tau - bias))
     phi, G = [], []
     for f in contacts:
@@ -67,17 +63,14 @@ def build_ne_dry_friction(model: ArticulatedBody, config: StepConfig, forces) ->
     q, v = s[:nq], s[nq:]
     Mm, gm, phim, Am = pre(q, v, t, dt, u)
     if m:
-        with silenced_stdout():                 # qpOASES prints a banner when an instance is created
-            qp = ca.conic("ne_dry_friction_qp", "qpoases", {"h": ca.Sparsity.dense(nv, nv), "a": ca.Sparsity.dense(m, nv)},
-                          {"printLevel": "none", "error_on_fail": False})
+        qp = qpoases_conic("ne_dry_friction_qp", ca.Sparsity.dense(nv, nv), ca.Sparsity.dense(m, nv))
         v_next = qp(h=Mm, g=gm, a=Am, lba=-phim, uba=ca.MX(ca.DM.inf(m)))["x"]
     else:
         v_next = ca.solve(Mm, -gm)
     s_next = ca.vertcat(q_integrate(model)(q, dt * v_next), v_next)
-    q0, qd0, t0, dt0, u0, *runs = init_symbols(nq, nu, nv)
     return StepProblem(
         integrator="ne_dry_friction", kind=ProblemKind.EXPLICIT, config=config, nq=nq, nv=nv, nx=0, ns=ns, nu=nu,
-        init=ca.Function("init", [q0, qd0, t0, dt0, u0, *runs], [ca.vertcat(q0, qd0)], INIT_NAMES, ["s0"]),
+        init=state_init(nq, nu, nv),
         params=standard_params(ns, nu),
         guess=ca.Function("guess", [p], [ca.MX(0, 1)], ["p"], ["x0"]),
         advance=ca.Function("advance", [x, p], [s_next], ["x", "p"], ["s_next"]),

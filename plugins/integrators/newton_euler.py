@@ -38,8 +38,8 @@ from pbframework.hookspecs import PluginInfo, hookimpl
 from pbframework.lie import bracket_series, q_integrate
 from pbframework.model import ArticulatedBody
 from pbframework.step import (
-    INIT_NAMES, ProblemKind, StepConfig, StepProblem, acceleration_expr, force_label, init_symbols,
-    input_slices, require_forms, split_params, standard_params,
+    ProblemKind, StepConfig, StepProblem, acceleration_expr, force_label, input_slices,
+    require_forms, split_params, standard_params, state_init,
 )
 
 METHODS: dict[str, tuple[int, str]] = {
@@ -120,11 +120,9 @@ def _builder(method: str):
             k3 = f(s + dt / 2 * k2, t + dt / 2)
             k4 = f(s + dt * k3, t + dt)
             s_next = s + dt / 6 * (k1 + 2 * k2 + 2 * k3 + k4)
-        q0, qd0, t0, dt0, u0, *runs = init_symbols(nq, nu, nv)
         return StepProblem(
             integrator=method, kind=ProblemKind.EXPLICIT, config=config, nq=nq, nv=nv, nx=0, ns=ns, nu=nu,
-            init=ca.Function("init", [q0, qd0, t0, dt0, u0, *runs], [ca.vertcat(q0, qd0)], INIT_NAMES,
-                             ["s0"]),
+            init=state_init(nq, nu, nv),
             params=standard_params(ns, nu),
             guess=ca.Function("guess", [p], [ca.SX(0, 1)], ["p"], ["x0"]),
             advance=ca.Function("advance", [x, p], [s_next], ["x", "p"], ["s_next"]),

@@ -42,12 +42,12 @@ from pbframework.hookspecs import PluginInfo, hookimpl
 from pbframework.inertia import inertia_integral
 from pbframework.lie import q_integrate
 from pbframework.model import ArticulatedBody
-from pbframework.nmdp import silenced_stdout
-from pbframework.nmdp import ConstrainedParts, is_polytope, polytope_terms
+from pbframework.nmdp import ConstrainedParts, is_polytope, polytope_terms, qpoases_conic, simplex_rows
 from pbframework.plugins.forces.pd import PD, StablePD
 from pbframework.step import (
-    INIT_NAMES, ProblemKind, StepConfig, StepError, StepProblem, force_forms, force_label,
-    generalized_force_expr, init_symbols, input_slices, split_params, standard_params, zero_gravity_model,
+    ProblemKind, StepConfig, StepError, StepProblem, force_forms, force_label,
+    generalized_force_expr, input_slices, split_params, standard_params, state_init, velocity_level_terms,
+    zero_gravity_model,
 )
 
 
@@ -143,10 +143,9 @@ def build_nmdp(model: ArticulatedBody, config: StepConfig, forces, scheme: str =
     )
     x = ca.SX.sym("x", nv + w_n)
     xp = ca.Function("advance_inner", [d, p], [ca.vertcat(theta, thetadot)])
-    q0, qd0, t0, dt0, u0, *runs = init_symbols(nq, nu, nv)
     return StepProblem(
         integrator=name, kind=ProblemKind.CONSTRAINED, config=config, nq=nq, nv=nv, nx=nv + w_n, ns=ns, nu=nu,
-        init=ca.Function("init", [q0, qd0, t0, dt0, u0, *runs], [ca.vertcat(q0, qd0)], INIT_NAMES, ["s0"]),
+        init=state_init(nq, nu, nv),
         params=standard_params(ns, nu),
         guess=ca.Function("guess", [p], [ca.SX.zeros(nv + w_n)], ["p"], ["x0"]),
         advance=ca.Function("advance", [x, p], [xp(x[:nv], p)], ["x", "p"], ["s_next"]),
@@ -164,10 +163,7 @@ def build_ne_mdp(model: ArticulatedBody, config: StepConfig, forces) -> StepProb
     nq, nv = model.nq, model.nv
     ns = nq + nv
     nu = input_slices(model, forces)[-1][1] if forces else 0
-    qs, vs, ts, hs, us = ca.SX.sym("q", nq), ca.SX.sym("v", nv), ca.SX.sym("t"), ca.SX.sym("dt"), ca.SX.sym("u", nu)
-    M = crba(model)(qs)
-    bias = nonlinear_effects(zero_gravity_model(model))(qs, vs)
-    tau = generalized_force_expr(model, explicit, qs, vs, ts, us if nu else None) if explicit else ca.SX.zeros(nv)
+    (qs, vs, ts, hs, us), M, bias, tau = velocity_level_terms(model, explicit, nu)
     A = M
     for f in stable:               # Tan et al.: tau = -kp (q + h v+ - qbar) - kd (v+ - vbar), linear in v+
         from pbframework.plugins.forces._common import gather, scatter, velocity_indices
@@ -200,24 +196,17 @@ def build_ne_mdp(model: ArticulatedBody, config: StepConfig, forces) -> StepProb
         Binv = ca.solve(Am, Bmm)                       # v+ = a + Binv w
         H = ca.mtimes([Binv.T, Mm, Binv])
         g = ca.mtimes([Binv.T, Mm, a])
-        rows = []
-        for k, n in enumerate(groups):
-            off = sum(groups[:k])
-            rows.append(ca.horzcat(ca.DM.zeros(1, off), ca.DM.ones(1, n), ca.DM.zeros(1, w_n - off - n)))
-        Arow = ca.DM(ca.vertcat(*rows))
-        with silenced_stdout():                 # qpOASES prints a banner when an instance is created
-            qp = ca.conic("ne_mdp_qp", "qpoases", {"h": ca.Sparsity.dense(w_n, w_n), "a": Arow.sparsity()},
-                          {"printLevel": "none", "error_on_fail": False, "hessian_type": "semidef"})
+        Arow = simplex_rows(groups)
+        qp = qpoases_conic("ne_mdp_qp", ca.Sparsity.dense(w_n, w_n), Arow.sparsity(), hessian_type="semidef")
         wv = qp(h=H, g=g, a=Arow, lba=-ca.DM.inf(len(groups)), uba=ca.DM.ones(len(groups)),
                 lbx=ca.DM.zeros(w_n), ubx=ca.DM.ones(w_n))["x"]
         v_next = a + ca.mtimes(Binv, wv)
     else:
         v_next = a
     s_next = ca.vertcat(integ(q, dt * v_next), v_next)
-    q0, qd0, t0, dt0, u0, *runs = init_symbols(nq, nu, nv)
     return StepProblem(
         integrator="ne_mdp", kind=ProblemKind.EXPLICIT, config=config, nq=nq, nv=nv, nx=0, ns=ns, nu=nu,
-        init=ca.Function("init", [q0, qd0, t0, dt0, u0, *runs], [ca.vertcat(q0, qd0)], INIT_NAMES, ["s0"]),
+        init=state_init(nq, nu, nv),
         params=standard_params(ns, nu),
         guess=ca.Function("guess", [p], [ca.MX(0, 1)], ["p"], ["x0"]),
         advance=ca.Function("advance", [x, p], [s_next], ["x", "p"], ["s_next"]),

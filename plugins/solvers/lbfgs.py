@@ -37,7 +37,8 @@ import numpy as np
 
 from pbframework import linalg
 from pbframework.hookspecs import PluginInfo, hookimpl
-from pbframework.step import ProblemKind, SolveResult, StepError, StepProblem, evaluator
+from pbframework.solving import SolveResult, evaluator
+from pbframework.step import ProblemKind, StepError, StepProblem
 
 from .lm import EPS, _options, check_options
 

@@ -56,7 +56,8 @@ import numpy as np
 
 from pbframework import linalg
 from pbframework.hookspecs import PluginInfo, hookimpl
-from pbframework.step import ProblemKind, SolveResult, StepError, StepProblem, evaluator
+from pbframework.solving import SolveResult, evaluator
+from pbframework.step import ProblemKind, StepError, StepProblem
 
 EPS = np.finfo(float).eps
 STALL_AT_FLOOR = 3

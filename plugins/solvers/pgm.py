@@ -40,8 +40,9 @@ import casadi as ca
 import numpy as np
 
 from pbframework.hookspecs import PluginInfo, hookimpl
-from pbframework.nmdp import silenced_stdout
-from pbframework.step import ProblemKind, SolveResult, StepError, StepProblem
+from pbframework.nmdp import qpoases_conic, simplex_rows
+from pbframework.solving import SolveResult
+from pbframework.step import ProblemKind, StepError, StepProblem
 
 from .lm import _options, check_options
 
@@ -141,15 +142,8 @@ class ProjectedGradient:
         key = id(problem)
         if key not in self._qp:
             c = problem.constrained
-            rows = np.zeros((len(c.groups), c.nw))
-            off = 0
-            for k, n in enumerate(c.groups):
-                rows[k, off:off + n] = 1.0
-                off += n
-            A = ca.DM(rows)
-            with silenced_stdout():             # qpOASES prints a banner when an instance is created
-                qp = ca.conic(f"{self.name}_qp", "qpoases", {"h": ca.Sparsity.dense(c.nw, c.nw), "a": A.sparsity()},
-                              {"printLevel": "none", "error_on_fail": False})
+            A = simplex_rows(c.groups)
+            qp = qpoases_conic(f"{self.name}_qp", ca.Sparsity.dense(c.nw, c.nw), A.sparsity())
             self._qp = {key: (problem, qp, A)}      # one problem at a time; holds it so the id stays valid
         return self._qp[key][1:]
 
