@@ -266,7 +266,8 @@ class Link:
 
     Attributes:
         name: unique link name.
-        mass: mass in kg (> 0).
+        mass: mass in kg (> 0), or 0 for a massless frame (with zero inertia): the intermediate frame of a body
+            moved by several joints (MJCF), whose dynamics the next link carries.
         com: centre of mass in the link frame (m).
         inertia: 3x3 inertia tensor about the centre of mass, in link-frame axes (kg m^2); symmetric
             positive definite and satisfying the triangle inequality.
@@ -290,8 +291,8 @@ class Link:
             mass = float(self.mass)
         except (TypeError, ValueError):
             raise ModelError(f"{where}: mass must be a number, got {self.mass!r}") from None
-        if not np.isfinite(mass) or mass <= 0.0:
-            raise ModelError(f"{where}: mass must be positive and finite, got {self.mass!r}")
+        if not np.isfinite(mass) or mass < 0.0:
+            raise ModelError(f"{where}: mass must be finite and >= 0 (0: a massless frame), got {self.mass!r}")
         object.__setattr__(self, "mass", mass)
         object.__setattr__(self, "com", _vec3(self.com, f"{where}: centre of mass"))
         inertia = np.asarray(self.inertia, dtype=float)
@@ -300,6 +301,13 @@ class Link:
         if inertia.shape != (3, 3) or not np.all(np.isfinite(inertia)):
             raise ModelError(f"{where}: inertia must be a 3x3 matrix (or 3 principal moments), got shape "
                              f"{inertia.shape}")
+        if mass == 0.0:
+            if np.any(inertia != 0.0):
+                raise ModelError(f"{where}: a massless link (a frame between joints) must have zero inertia, got "
+                                 f"{inertia.tolist()}")
+            object.__setattr__(self, "inertia", inertia)
+            self._finish_geometry(where)
+            return
         scale = max(1.0, float(np.abs(inertia).max()))
         if not np.allclose(inertia, inertia.T, atol=1e-12 * scale, rtol=1e-9):
             raise ModelError(f"{where}: inertia is not symmetric: {inertia.tolist()}")
@@ -312,6 +320,9 @@ class Link:
                 f"{where}: inertia violates the triangle inequality: principal moments {eig.tolist()} "
                 f"(each must be at most the sum of the other two)")
         object.__setattr__(self, "inertia", inertia)
+        self._finish_geometry(where)
+
+    def _finish_geometry(self, where: str) -> None:
         pts = np.asarray(self.contact_points, dtype=float)
         if pts.size == 0:
             pts = np.zeros((0, 3))
@@ -441,8 +452,9 @@ def _force_specs(entries: Iterable[Any], model_name: str) -> tuple[tuple[str, di
 class ArticulatedBody:
     """A validated articulated tree: links, the joints connecting them, gravity.
 
-    Exactly one link (the base) is either not the child of any joint (fixed to the world at the origin)
-    or is the child of a joint whose parent is ``"world"``. Joints are reordered topologically.
+    The model is one or several trees. Their roots (``bases``) are at most one link that is not the child of any
+    joint (fixed to the world at the origin) and every link that is the child of a joint whose parent is
+    ``"world"`` (two arms in one world, a robot and a free object). Joints are reordered topologically.
 
     Args:
         links: the rigid links.
@@ -458,7 +470,7 @@ class ArticulatedBody:
 
     Raises:
         ModelError: naming the offending link or joint (duplicate names, unknown parent or child, a link
-            with two parent joints, cycles, more than one base, ...).
+            with two parent joints, cycles, two links without a parent joint, ...).
     """
 
     def __init__(self, links: Iterable[Link], joints: Iterable[Joint] = (),
@@ -516,16 +528,22 @@ class ArticulatedBody:
                     raise ModelError(f"joints form a cycle through links {cyc} (joint "
                                      f"{parent_joint[link.name].name!r})")
                 path.append(cur)
-        if len(bases) != 1:
-            raise ModelError(f"model {self.name!r}: expected exactly one base link (no parent joint, or a "
-                             f"joint to {WORLD!r}), found {len(bases)}: {sorted(bases)}")
+        if len(roots) > 1:
+            raise ModelError(f"model {self.name!r}: links {sorted(roots)} have no parent joint; at most one link may "
+                             f"be welded to the world that way (attach the others by a joint to {WORLD!r})")
+        if not bases:
+            raise ModelError(f"model {self.name!r}: no base link (every link has a parent joint, none to "
+                             f"{WORLD!r})")
         self.base = bases[0]
-        # Topological order: breadth-first from the base, keeping the user's order among siblings.
+        self.bases: tuple[str, ...] = tuple(bases)
+        """The roots of the model's trees: a link without a parent joint (welded to the world at the origin),
+        then each link attached to the world by a joint, in the user's order. ``base`` is the first."""
+        # Topological order: breadth-first from the bases, keeping the user's order among siblings.
         children: dict[str, list[Joint]] = {}
         for j in joints:
             children.setdefault(j.parent, []).append(j)
         order: list[Joint] = list(children.get(WORLD, []))
-        frontier = [self.base]
+        frontier = list(bases)
         while frontier:
             nxt = []
             for name in frontier:
@@ -533,7 +551,7 @@ class ArticulatedBody:
                     order.append(j)
                     nxt.append(j.child)
             frontier = nxt
-        link_order = [self.base] + [j.child for j in order if j.child != self.base]
+        link_order = roots + [j.child for j in order]
         self.links: tuple[Link, ...] = tuple(by_name[n] for n in link_order)
         self.joints: tuple[Joint, ...] = tuple(order)
         self._link_index = {x.name: i for i, x in enumerate(self.links)}
@@ -556,6 +574,9 @@ class ArticulatedBody:
             raise ModelError(f"model {self.name!r}: coordinate names collide: {dup}")
         self.dof_names: tuple[str, ...] = tuple(names)
         self.velocity_names: tuple[str, ...] = tuple(vnames)
+        self.obstacles: tuple = ()
+        """Static contact geometry of the model's world (:class:`~pbframework.geometry.Plane` / ``Box``), set by
+        :func:`~pbframework.io.load_mjcf` from the geoms welded to the world (a scene's floor)."""
         self.cache: dict = {}
 
     # -- sizes and look-ups ------------------------------------------------------------------------

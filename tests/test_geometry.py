@@ -22,6 +22,7 @@ from pbframework import models
 from pbframework.geometry import (Box, Plane, Union, contact_geometry, depth, sample_contact_points, sample_surface,
                                   with_contact_points)
 from pbframework.io import load_mjcf, load_urdf
+from pbframework.io.mjcf import UnsupportedGeoms
 from pbframework.kinematics import contact_positions
 from pbframework.lie import q_integrate
 from pbframework.model import WORLD, Joint, Link, ModelError, Shape, transform
@@ -222,6 +223,7 @@ MJCF_GEOMS = """
 <mujoco model="geoms">
   <compiler angle="radian" inertiafromgeom="false"/>
   <default><geom type="box" size="0.05 0.05 0.05"/></default>
+  <asset><mesh name="m" vertex="0 0 0  0.1 0 0  0 0.1 0  0 0 0.1"/></asset>
   <worldbody>
     <geom name="floor" type="plane" size="5 5 0.1"/>
     <body name="torso" pos="0 0 1">
@@ -251,20 +253,25 @@ MJCF_GEOMS = """
 def test_mjcf_sphere_box_and_capsule_geoms_become_link_shapes(tmp_path):
     path = tmp_path / "geoms.xml"
     path.write_text(MJCF_GEOMS)
-    model = load_mjcf(path)
+    with pytest.warns(UnsupportedGeoms, match=r"geoms.xml: 1 colliding geom.*mesh 'shell' of body 'torso'"):
+        model = load_mjcf(path)
+    assert model.obstacles[0].normal.tolist() == [0, 0, 1] and model.obstacles[0].offset == 0   # the floor
     torso = model.link("torso")
-    assert [s.name for s in torso.shapes] == ["ball", "slab", "default_box"]      # mesh and visual-only dropped
+    assert [s.name for s in torso.shapes] == ["ball", "slab", "default_box"]      # mesh and visual-only not shapes
     ball, slab, dflt = torso.shapes
     assert ball.type.value == "sphere" and np.allclose(ball.size, [0.1]) and np.allclose(ball.pose[:3, 3], [0, 0, 0.3])
     assert slab.type.value == "box" and np.allclose(slab.size, [0.2, 0.1, 0.05])
     assert np.allclose(slab.pose[:3, :3] @ [1, 0, 0], [0, 1, 0], atol=EXACT)       # euler: a quarter turn about z
     assert np.allclose(dflt.size, [0.05] * 3) and np.allclose(dflt.pose[:3, 3], [0, 0, -0.2])  # default class, frame
     arm = model.link("arm")                       # the link frame sits at the hinge anchor, 0.1 along the body's x
-    rod, palm = arm.shapes                        # the massless hand is merged into the arm, with its sphere
+    rod, = arm.shapes
     assert rod.type.value == "capsule" and np.allclose(rod.size, [0.02, 0.2])
-    assert np.allclose(rod.pose[:3, 3], [0.1, 0, 0], atol=EXACT) and np.allclose(rod.pose[:3, 2], [1, 0, 0], atol=EXACT)
-    assert palm.name == "palm" and np.allclose(palm.pose[:3, 3], [0.3, 0, 0], atol=EXACT)
-    assert [x.name for x in model.links] == ["torso", "arm"] and model.n_contacts == 0   # no points until sampled
+    assert np.allclose(rod.pose[:3, 3], [0.1, 0, 0], atol=EXACT)
+    assert np.allclose(np.abs(rod.pose[:3, 2]), [1, 0, 0], atol=EXACT)       # along x (MuJoCo points it to -x)
+    palm, = model.link("hand").shapes             # the massless hand is a frame welded to the arm
+    assert palm.name == "palm" and np.allclose(palm.pose[:3, 3], [0, 0, 0], atol=EXACT)
+    assert model.joint("hand_weld").origin[:3, 3].tolist() == pytest.approx([0.3, 0, 0], abs=EXACT)
+    assert [x.name for x in model.links] == ["torso", "arm", "hand"] and model.n_contacts == 0   # no points yet
 
 
 URDF_COLLISIONS = """<robot name="bot">
@@ -381,5 +388,5 @@ def test_a_bad_collision_shape_in_a_file_names_the_file_and_link(tmp_path):
         load_urdf(path)
     path = tmp_path / "bad.xml"
     path.write_text(MJCF_GEOMS.replace('size="0.2 0.1 0.05"', 'size="0.2 -0.1 0.05"'))
-    with pytest.raises(ModelError, match=r"bad.xml: body 'torso' <geom 'slab'>: .*box hy must be > 0"):
+    with pytest.raises(ModelError, match=r"bad.xml: MuJoCo's compiler: .*slab"):
         load_mjcf(path)

@@ -429,16 +429,15 @@ BAD_INERTIA_MJCF = """<mujoco model="flat"><compiler {compiler}/><worldbody><bod
 
 @pytest.mark.parametrize("compiler, option", [('balanceinertia="true"', False), ('angle="radian"', True)])
 def test_mjcf_balanceinertia_from_the_compiler_or_the_option(tmp_path: Path, compiler: str, option: bool) -> None:
+    """MuJoCo's compiler balances the inertia (principal moments set to their mean)."""
     path = tmp_path / "flat.xml"
     path.write_text(BAD_INERTIA_MJCF.format(compiler=compiler))
-    with pytest.warns(InertiaBalanced, match=r"1 body .*'plate' \(0.001, 0.002, 0.01\) -> "
-                                             r"\(0.00433, 0.00433, 0.00433\)"):
-        model = load_mjcf(path, balance_inertia=option)
+    model = load_mjcf(path, balance_inertia=option)
     np.testing.assert_allclose(model.link("plate").inertia, np.eye(3) * 0.013 / 3, rtol=1e-14)
     if not option:
         return
-    with pytest.raises(ModelError, match=r"body 'plate'.*triangle inequality.*balance_inertia=True \(pbf simulate "
-                                         r"--balance-inertia, or <compiler balanceinertia=\"true\">\)"):
+    with pytest.raises(ModelError, match=r"flat.xml: MuJoCo's compiler: .*A \+ B >= C.*'plate'.*balance_inertia=True "
+                                         r"\(pbf simulate --balance-inertia, or <compiler balanceinertia=\"true\">\)"):
         load_mjcf(path)
 
 
@@ -447,11 +446,15 @@ def test_mjcf_balanceinertia_from_the_compiler_or_the_option(tmp_path: Path, com
 # ==========================================================================================================
 
 def test_mjcf_chain3_is_the_chain_builder() -> None:
+    """Two hinges in one body: a massless frame between them, the body's link after the second; the
+    dynamics are the chain builder's (ball2 joints)."""
     m, ref = load_mjcf(DATA / "chain3.xml"), models.chain(3)
     assert m.name == "chain3" and m.nq == 6
-    assert [j.type for j in m.joints] == [JointType.BALL2] * 3
-    assert m.dof_names == ("link0:ry", "link0:rz", "link1:ry", "link1:rz", "link2:ry", "link2:rz")
-    for a, b in zip(m.links, ref.links):
+    assert [j.type for j in m.joints] == [JointType.REVOLUTE] * 6
+    assert m.dof_names == ("joint0_y", "joint0_z", "joint1_y", "joint1_z", "joint2_y", "joint2_z")
+    assert [x.name for x in m.links] == ["link0/joint0_y", "link0", "link1/joint1_y", "link1", "link2/joint2_y", "link2"]
+    assert [x.mass for x in m.links[::2]] == [0.0] * 3
+    for a, b in zip(m.links[1::2], ref.links):
         assert a.mass == b.mass
         np.testing.assert_allclose(a.com, b.com, atol=EXACT)
         np.testing.assert_allclose(a.inertia, b.inertia, atol=1e-15)
@@ -467,9 +470,11 @@ def tree():
 
 
 def test_mjcf_tree_structure(tree) -> None:
-    assert [x.name for x in tree.links] == ["torso", "arm", "forearm"]  # hand_site (massless, welded) merged
+    assert [x.name for x in tree.links] == ["torso", "arm", "forearm", "hand_site"]  # hand_site: a massless frame
+    assert tree.link("hand_site").mass == 0.0
     assert [(j.name, j.type) for j in tree.joints] == [
-        ("root", JointType.FLOATING), ("shoulder", JointType.SPHERICAL), ("elbow", JointType.REVOLUTE)]
+        ("root", JointType.FLOATING), ("shoulder", JointType.SPHERICAL), ("elbow", JointType.REVOLUTE),
+        ("hand_site_weld", JointType.FIXED)]
     elbow = tree.joint("elbow")
     assert (elbow.lower, elbow.upper) == pytest.approx((-math.pi / 2, math.pi / 2), abs=EXACT)  # degrees
     np.testing.assert_allclose(elbow.axis, np.array([0, 1, 1]) / math.sqrt(2), atol=EXACT)
@@ -629,7 +634,7 @@ def test_mjcf_ref_keeps_mujoco_coordinates(tmp_path: Path) -> None:
     np.testing.assert_allclose(T, transform((0, 0, 1)) @ transform((0, 0, -0.5)), atol=EXACT)
 
 
-def test_mjcf_gravity_includes_defaults_and_composite_spherical(tmp_path: Path) -> None:
+def test_mjcf_gravity_includes_defaults_and_three_joints_in_one_body(tmp_path: Path) -> None:
     write(tmp_path, "leg.xml", """<mujoco>
       <body name="leg" pos="0 0 -0.5">
         <joint name="knee"/>
@@ -652,11 +657,14 @@ def test_mjcf_gravity_includes_defaults_and_composite_spherical(tmp_path: Path) 
     </mujoco>""")
     m = load_mjcf(path)
     assert m.gravity.tolist() == [0.0, 0.0, -3.7]
-    assert [(j.name, j.type) for j in m.joints] == [("torso", JointType.SPHERICAL), ("knee", JointType.REVOLUTE)]
-    assert m.dof_names == ("torso:rx", "torso:ry", "torso:rz", "knee")
+    assert [(j.name, j.type) for j in m.joints] == [("rx", JointType.REVOLUTE), ("ry", JointType.REVOLUTE),
+                                                    ("rz", JointType.REVOLUTE), ("knee", JointType.REVOLUTE)]
+    assert m.dof_names == ("rx", "ry", "rz", "knee")
     np.testing.assert_allclose(m.joint("knee").axis, (1, 0, 0))
-    np.testing.assert_allclose(m.joint("torso").origin, transform((0, 0, 1), (0, 0, math.pi / 2))
+    np.testing.assert_allclose(m.joint("ry").axis, (0, 1, 0))
+    np.testing.assert_allclose(m.joint("rx").origin, transform((0, 0, 1), (0, 0, math.pi / 2))
                                @ transform((0, 0, 0.1)), atol=EXACT)
+    np.testing.assert_allclose(m.joint("ry").origin, np.eye(4), atol=EXACT)     # the same anchor
     np.testing.assert_allclose(m.joint("knee").origin, transform((0, 0, -0.6)), atol=EXACT)
 
 
@@ -667,37 +675,41 @@ def test_mjcf_static_scenery_is_dropped(tmp_path: Path) -> None:
     assert "table" not in {x.name for x in m.links} and m.nq == 2
 
 
-MJCF_ERRORS = [
-    ("unknown-type", ('type="slide"', 'type="spring"'),
-     ["joint 'knee' of body 'leg': unsupported type 'spring'", "(supported: hinge, slide, ball, free)"]),
-    ("planar-root", ('<joint name="hip" type="hinge" axis="0 1 0"/>',
-                     '<joint name="rootx" type="slide" axis="1 0 0"/><joint name="rootz" type="slide" axis="0 0 1"/>'
-                     '<joint name="rooty" type="hinge" axis="0 1 0"/>'),
-     ["body 'torso'", "rootx (slide), rootz (slide), rooty (hinge)", "cannot be represented"]),
+def test_mjcf_a_url_like_robot_root_is_refused_before_mujoco_reads_it_as_urdf(tmp_path: Path) -> None:
+    with pytest.raises(ModelError, match=r"model.xml: not an MJCF file: the root element is <robot>"):
+        load_mjcf(write(tmp_path, "model.xml", '<robot name="r"><link name="a"/></robot>'))
+
+
+MJCF_ERRORS = [   # MuJoCo's compiler reads the file: its messages, after the file name
+    ("unknown-type", ('type="slide"', 'type="spring"'), ["MuJoCo's compiler", "invalid keyword: 'spring'", "joint"]),
     ("free-not-top", ('<joint name="knee" type="slide" axis="0 0 1" range="-0.1 0.1"/>', '<freejoint name="fj"/>'),
-     ["joint 'fj' of body 'leg'", "top-level"]),
-    ("geoms-no-inertial", ('<inertial pos="0 0 -0.2" mass="1" diaginertia="0.01 0.01 0.001"/>',
-                           '<geom type="sphere" size="0.1"/>'), ["body 'leg'", "no <inertial>", "geoms"]),
+     ["free joint can only be used on top level", "'leg'"]),
     ("moving-no-mass", ('<inertial pos="0 0 -0.2" mass="1" diaginertia="0.01 0.01 0.001"/>', ''),
-     ["body 'leg'", "joint 'knee'", "no mass"]),
-    ("no-inertia", (' diaginertia="0.01 0.01 0.001"', ''), ["body 'leg' <inertial>", "diaginertia or fullinertia"]),
-    ("no-mass", ('mass="1" ', ''), ["body 'leg': <inertial> has no 'mass' attribute"]),
+     ["mass and inertia of moving bodies", "'leg'"]),
+    ("no-mass", ('mass="1" ', ''), ["required attribute missing: 'mass'", "inertial"]),
     ("bad-pos", ('<body name="leg" pos="0 0 -0.5">', '<body name="leg" pos="0 -0.5">'),
-     ["body 'leg'", "attribute pos"]),
+     ["attribute 'pos' does not have enough data", "body"]),
     ("two-orientations", ('<body name="leg" pos="0 0 -0.5">', '<body name="leg" quat="1 0 0 0" euler="0 0 1">'),
-     ["body 'leg'", "conflicting orientation"]),
-    ("unknown-class", ('type="slide"', 'type="slide" class="legs"'), ["body 'leg'", "unknown default class 'legs'"]),
-    ("duplicate-body", ('<body name="leg"', '<body name="torso"'), ["duplicate body name 'torso'"]),
-    ("two-trees", ('  </worldbody>', '<body name="other"><joint/><inertial mass="1" diaginertia="1 1 1"/></body>'
-                                    '</worldbody>'), ["2 moving trees", "torso", "other"]),
-    ("mocap", ('<body name="torso"', '<body name="torso" mocap="true"'), ["body 'torso'", "mocap"]),
+     ["multiple orientation specifiers"]),
+    ("unknown-class", ('type="slide"', 'type="slide" class="legs"'), ["unknown default class name 'legs'"]),
+    ("duplicate-body", ('<body name="leg"', '<body name="torso"'), ["repeated name 'torso'"]),
+    ("mocap", ('<body name="torso"', '<body name="torso" mocap="true"'), ["mocap", "'torso'"]),
     ("unsupported-element", ('<body name="leg"', '<composite type="rope"/><body name="leg"'),
-     ["body 'torso'", "<composite>"]),
-    ("inertiafromgeom", ('<compiler angle="radian"/>', '<compiler angle="radian" inertiafromgeom="true"/>'),
-     ["inertiafromgeom"]),
-    ("world-joint", ('<worldbody>', '<worldbody><joint name="j"/>'), ["<worldbody>", "<joint>"]),
+     ["unrecognized element", "composite"]),
+    ("world-joint", ('<worldbody>', '<worldbody><joint name="j"/>'), ["World body cannot have joints"]),
     ("not-mjcf", ('<mujoco model="m">', '<robot name="m">', '</mujoco>', '</robot>'), ["expected <mujoco>"]),
-    ("malformed", ('</mujoco>', ''), ["malformed XML", "line"]),
+    ("malformed", ('</mujoco>', ''), ["MuJoCo's compiler", "XML"]),
+    ("equality", ('</worldbody>', '</worldbody><equality><weld body1="leg"/></equality>'),
+     ["<equality>", "not supported by load_mjcf"]),
+    ("tendon", ('</worldbody>', '</worldbody><tendon><fixed name="t"><joint joint="hip" coef="1"/></fixed></tendon>'),
+     ["<tendon>", "not supported"]),
+    ("actuator-dynamics", ('</worldbody>', '</worldbody><actuator><general joint="hip" dyntype="filter"/></actuator>'),
+     ["actuator", "dyntype='filter'", "activation state"]),
+    ("site-transmission", ('<inertial pos="0 0 0" mass="2"', '<site name="s"/><inertial pos="0 0 0" mass="2"',
+                           '</worldbody>', '</worldbody><actuator><motor site="s" gear="1 0 0 0 0 0"/></actuator>'),
+     ["actuator", "site transmission"]),
+    ("fluid", ('<compiler angle="radian"/>', '<compiler angle="radian"/><option density="1.2"/>'),
+     ["<option density / viscosity>"]),
 ]
 
 
@@ -726,7 +738,7 @@ def test_mjcf_ball_and_free_joints_are_mujocos_quaternions(rng: np.random.Genera
     m = mj.MjModel.from_xml_path(str(DATA / "tree_free_ball.xml"))
     d = mj.MjData(m)
     assert (ours.nq, ours.nv) == (m.nq, m.nv) == (12, 10)
-    assert [j.type.value for j in ours.joints] == ["free", "ball", "revolute"]
+    assert [j.type.value for j in ours.joints] == ["free", "ball", "revolute", "fixed"]
     for _ in range(3):
         qr, qs = (x / np.linalg.norm(x) for x in rng.normal(size=(2, 4)))      # (x, y, z, w)
         p, elbow = rng.uniform(-1, 1, 3), rng.uniform(-1.2, 1.2, 1)
@@ -748,7 +760,7 @@ def test_mjcf_ball_and_free_joints_are_mujocos_quaternions(rng: np.random.Genera
         h = np.array(dynamics.nonlinear_effects(ours)(q, v)).ravel()
         assert rel_err(h, T.T @ (M @ Tdot_v + d.qfrc_bias)) <= MUJOCO_TOL
     euler = load_mjcf(DATA / "tree_free_ball.xml", quaternions=False)
-    assert [j.type.value for j in euler.joints] == ["floating", "spherical", "revolute"]
+    assert [j.type.value for j in euler.joints] == ["floating", "spherical", "revolute", "fixed"]
 
 
 def test_urdf_floating_base_is_a_free_joint_unless_asked_for_euler_angles() -> None:

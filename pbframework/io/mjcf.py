@@ -1,529 +1,463 @@
-"""MJCF importer: the kinematic tree of a MuJoCo XML model as an :class:`~pbframework.model.ArticulatedBody`.
+"""MJCF importer: MuJoCo's own compiler reads the file; the compiled model becomes an
+:class:`~pbframework.model.ArticulatedBody` with its passive forces and actuators.
 
-The subset read
----------------
-- ``<worldbody>`` with nested ``<body>`` elements (``pos`` and one of ``quat`` / ``euler`` / ``axisangle`` /
-  ``xyaxes`` / ``zaxis``), ``<frame>`` elements (their pose is composed into the bodies they hold) and
-  ``<include file>`` (spliced in, relative to the including file).
-- ``<compiler angle eulerseq autolimits balanceinertia>`` (MuJoCo's defaults: degrees, ``xyz``, ``true``,
-  ``false``) and ``<option gravity>``.
-- ``<inertial pos [orientation] mass diaginertia|fullinertia>``. Inertia computed from geoms is **not**
-  supported: a body that has geoms but no ``<inertial>`` is an error unless ``<compiler
-  inertiafromgeom="false">`` says geoms carry no mass.
-- ``<geom>`` of type ``sphere``, ``box`` and ``capsule`` (``size``, or ``fromto`` for a capsule; pose by ``pos``
-  and an orientation, ``<default>`` classes honoured) on moving bodies, as
-  :class:`~pbframework.model.Shape` entries of ``Link.shapes`` in the link frame (geometry only, for
-  :func:`pbframework.geometry.sample_contact_points`). A geom with ``contype="0" conaffinity="0"`` (visual
-  only) and every other geom type are ignored, as are ``<worldbody>`` geoms (static scenery).
-- ``<joint>`` (with ``<default>`` classes, ``class`` and ``childclass``) and ``<freejoint>``: ``pos``,
-  ``axis``, ``ref``, ``range``, ``limited`` and ``armature`` (on the mass matrix's diagonal, as MuJoCo does;
-  hinges and slides). Damping, stiffness and friction loss are not part of the rigid-body model and are
-  ignored.
+MJCF's meaning is defined by MuJoCo's compiler (default classes, includes, frames, inertia from geoms and
+meshes, ``autolimits``, ``replicate``, ...), so :func:`load_mjcf` does not parse MJCF itself: it compiles the
+file with the ``mujoco`` package (``MjSpec``) and maps the compiled ``MjModel`` -- body frames, inertias,
+joints, ranges, armature, passive parameters, actuators, geoms -- onto pbframework's model.
 
-How MuJoCo joints map to this package's joints
-----------------------------------------------
-A body's joints act in the body frame, in document order (MuJoCo's ``mj_kinematics``). They become:
+Bodies and joints
+-----------------
+- A body welded to the world (no joint between it and the world: MuJoCo's ``body_weldid == 0``) is static
+  scenery: it carries no dynamics and is never checked for its inertia. The joints of its children attach to
+  the world.
+- A moving body with joints ``j1 .. jn`` (MuJoCo composes them in that order, each hinge about its anchor
+  ``pos`` in the frame the previous joints have moved) becomes a chain of links: one massless frame per joint
+  but the last (named ``<body>/<joint>``) and the body's own link, which carries its mass and is named after
+  the body. Coordinates equal MuJoCo's ``qpos`` for hinges and slides (``ref`` is honoured).
+- A body without joints inside a moving body is a link welded to its parent (joint type ``fixed``).
+- Several trees in one world (two arms, a robot and a free object) are several trees of the model
+  (``model.bases``).
+- A ``ball`` joint is pbframework's ``ball`` (a unit quaternion in the order ``(x, y, z, w)``; MuJoCo stores
+  ``(w, x, y, z)``), or with ``quaternions=False`` the Euler-angle ``spherical``; a ``free`` joint is ``free``
+  (world position of the body frame, then the quaternion) or ``floating``. Velocity conventions: a ball
+  joint's angular velocity is in the child frame in both; a free joint's linear velocity is in the body frame
+  here (Pinocchio's convention) and in the world frame in MuJoCo (``v_mj = R v``), its angular velocity in the
+  body frame in both.
 
-- no joint: ``fixed`` (the body is welded to its parent);
-- one ``hinge`` / ``slide``: ``revolute`` / ``prismatic``, with q = MuJoCo's qpos (a ``ref`` is honoured);
-- one ``ball``: ``ball``, a unit quaternion about the body axes, centred at the joint ``pos`` (with
-  ``quaternions=False``: ``spherical``, intrinsic x-y-z Euler angles);
-- one ``free`` (top-level bodies only): ``free``, the world position of the body frame and a unit quaternion
-  (``quaternions=False``: ``floating``, the position then intrinsic x-y-z Euler angles);
-- two hinges about orthogonal axes at one ``pos``: ``ball2`` (about the first axis, then the second);
-- three hinges about a right-handed orthonormal triad at one ``pos``: ``spherical`` about those axes;
-- three slides then three hinges along one right-handed orthonormal triad (top-level bodies only):
-  ``floating``.
+Forces (``model.default_forces``; a :class:`~pbframework.simulate.Simulator` adds them to its forces)
+----------------------------------------------------------------------------------------------------------
+- ``joint_damping`` from ``damping``; ``joint_stiffness`` from ``stiffness`` about ``springref``;
+  ``gravity_compensation`` from ``gravcomp``; ``joint_friction`` from ``frictionloss`` (MuJoCo's dry friction
+  is a constraint; here a smooth ``tanh`` regularisation, see :mod:`pbframework.plugins.forces.passive`);
+  ``joint_limits`` where a joint is limited (``limits=True``; MuJoCo's limits are constraints, here a stiff
+  one-sided spring); ``mj_actuators`` from ``<actuator>`` (the control vector, MuJoCo's ``ctrl``, is the
+  step's input ``u``). MuJoCo's ``<option><flag gravity / spring / damper / actuation="disable">`` are
+  honoured.
+- Geoms: spheres, boxes and capsules that collide (``contype`` or ``conaffinity`` non-zero) on moving bodies
+  are ``Link.shapes`` (geometry for :func:`pbframework.geometry.sample_contact_points`); planes and boxes
+  welded to the world are ``model.obstacles`` (a Menagerie ``scene.xml`` gives its floor). Colliding geoms of
+  other types (mesh, cylinder, ellipsoid, height field) are not contact shapes here: one
+  :class:`UnsupportedGeoms` warning names them.
 
-Coordinates therefore equal MuJoCo's ``qpos`` / ``qvel`` for hinges and slides. A ``ball`` joint's equal
-them up to the quaternion's order (MuJoCo ``(w, x, y, z)``, here ``(x, y, z, w)``, Pinocchio's); a ``free``
-joint's linear velocity is in the body frame here (Pinocchio's convention) and in the world frame in
-MuJoCo (``v_mj = R v``). With ``quaternions=False`` a ``ball`` or ``free`` joint uses Euler angles ``e``
-and their rates instead, ``omega = E(e) de/dt`` (the linear parts then coincide with MuJoCo's). A
-``free`` joint's body ``pos`` / ``quat`` are MuJoCo's initial ``qpos0``; here the neutral configuration
-(``model.neutral()``) places that body at the world origin.
-A composed joint is named after its body; its coordinates follow the MJCF joint order.
-
-A link's frame is its joint frame: it is the MuJoCo body frame unless the joint has a ``pos`` (the link frame
-then sits at that anchor, with the body's axes) or the body composes hinges about a rotated triad (the link
-axes are then that triad); inertia and child bodies are re-expressed accordingly. Multi-joint
-combinations not listed above (for example dm_control's planar ``rootx, rootz, rooty``) are an error.
-
-Welded bodies that cannot stand alone as a :class:`~pbframework.model.Link` (no mass, a point mass, an
-inertia ``Link`` rejects) are merged exactly as :mod:`pbframework.io.urdf` merges links. Top-level bodies
-without any joint in their subtree are static scenery: they are dropped when the world also holds a moving
-tree (they carry no dynamics). The model must contain a single articulated tree.
-
-Names: links are named after the bodies (an unnamed body becomes ``body<N>``), joints after the MJCF joints
-(an unnamed one becomes ``<body>_joint``; a weld is ``<body>_weld``).
+Whatever the mapping cannot represent (equality constraints, tendons, actuators with activation dynamics or
+non-joint transmissions, springs on ball / free joints, fluid forces, mocap bodies, ...) is a
+:class:`~pbframework.model.ModelError` at load naming the element, the attribute and the file.
 """
 
 from __future__ import annotations
 
+import errno
 import math
 import os
+import warnings
 import xml.etree.ElementTree as ET
 from pathlib import Path
-from typing import Iterator
+from typing import Any
 
 import numpy as np
 
-from ..model import WORLD, ArticulatedBody, JointType, ModelError, Shape
-from .urdf import _assemble, _Body, _Edge, _floats, _homogeneous, _inverse, _number, _read_xml
+from ..limits import default_forces as limit_forces
+from ..model import WORLD, ArticulatedBody, Joint, JointType, Link, ModelError, Shape
 
-__all__ = ["load_mjcf", "MJCF_JOINT_TYPES"]
+__all__ = ["load_mjcf", "UnsupportedGeoms", "MJCF_JOINT_TYPES", "mujoco_module"]
 
 MJCF_JOINT_TYPES = ("hinge", "slide", "ball", "free")
-"""The MJCF joint types :func:`load_mjcf` reads."""
+"""The MJCF joint types :func:`load_mjcf` reads (all of MuJoCo's)."""
 
-_IGNORED = {"geom", "site", "camera", "light", "plugin"}
-_ORIENTATIONS = ("quat", "axisangle", "euler", "xyaxes", "zaxis")
+_JOINT_NV = {0: 6, 1: 3, 2: 1, 3: 1}
+"""Velocity coordinates of MuJoCo's joint types (free, ball, slide, hinge)."""
 
-
-class _Compiler:
-    """The ``<compiler>`` settings the importer honours."""
-
-    def __init__(self, root: ET.Element, src: str) -> None:
-        attrs: dict[str, str] = {}
-        for c in root.findall("compiler"):
-            attrs.update(c.attrib)
-        angle = attrs.get("angle", "degree")
-        if angle not in ("degree", "radian"):
-            raise ModelError(f"{src}: <compiler angle={angle!r}>: expected 'degree' or 'radian'")
-        self.angle_scale = math.pi / 180.0 if angle == "degree" else 1.0
-        self.eulerseq = attrs.get("eulerseq", "xyz")
-        if len(self.eulerseq) != 3 or any(c not in "xyzXYZ" for c in self.eulerseq):
-            raise ModelError(f"{src}: <compiler eulerseq={self.eulerseq!r}>: expected 3 letters from xyzXYZ")
-        self.autolimits = attrs.get("autolimits", "true") == "true"
-        self.inertiafromgeom = attrs.get("inertiafromgeom", "auto")
-        if self.inertiafromgeom == "true":
-            raise ModelError(f"{src}: <compiler inertiafromgeom=\"true\"> is not supported: load_mjcf reads body "
-                             f"inertia from <inertial> elements only (inertia from geoms is not computed)")
-        if attrs.get("coordinate", "local") != "local":
-            raise ModelError(f"{src}: <compiler coordinate={attrs['coordinate']!r}> is not supported (use 'local')")
-        balance = attrs.get("balanceinertia", "false")
-        if balance not in ("true", "false"):
-            raise ModelError(f"{src}: <compiler balanceinertia={balance!r}>: expected 'true' or 'false'")
-        self.balanceinertia = balance == "true"
-        for key, off in (("boundmass", "0"), ("boundinertia", "0")):
-            if key in attrs and attrs[key] not in (off, "0.0"):
-                raise ModelError(f"{src}: <compiler {key}={attrs[key]!r}> is not supported (it changes the "
-                                 f"inertia MuJoCo uses; write the bounded values into <inertial>)")
+INSTALL_LINE = 'pip install "mujoco>=3.1,<5"'
 
 
-def _expand_includes(elem: ET.Element, base: Path, src: str, stack: tuple[str, ...]) -> None:
-    """Replace every ``<include file>`` below ``elem`` by the children of the included file's root."""
-    k = 0
-    while k < len(elem):
-        child = elem[k]
-        if child.tag != "include":
-            _expand_includes(child, base, src, stack)
-            k += 1
-            continue
-        fname = child.get("file")
-        if not fname:
-            raise ModelError(f"{src}: <include> has no 'file' attribute")
-        path = (base / fname).resolve()
-        if str(path) in stack:
-            raise ModelError(f"{src}: <include file={fname!r}> includes itself")
-        sub_root, sub_src = _read_xml(path, "MJCF include")
-        if sub_root.tag != "mujoco":
-            raise ModelError(f"{sub_src}: an included MJCF file must have a <mujoco> root, got <{sub_root.tag}>")
-        _expand_includes(sub_root, path.parent, sub_src, stack + (str(path),))
-        elem[k:k + 1] = list(sub_root)
-        k += len(sub_root)
+class UnsupportedGeoms(UserWarning):
+    """Colliding geoms :func:`load_mjcf` keeps no contact geometry for (types other than sphere, box, capsule
+    on moving bodies, plane and box on the world)."""
 
 
-class _Defaults:
-    """``<default>`` classes: class name -> element tag -> attributes (inheritance resolved)."""
+def mujoco_module():
+    """The ``mujoco`` package (MJCF's compiler), or one clear error naming the install command."""
+    try:
+        import mujoco
+    except ImportError as exc:  # pragma: no cover - mujoco is a dependency
+        raise ModelError(f"loading MJCF needs MuJoCo's compiler, the mujoco package: {INSTALL_LINE} ({exc})") \
+            from None
+    return mujoco
 
-    def __init__(self, root: ET.Element, src: str) -> None:
-        self.src = src
-        self.classes: dict[str, dict[str, dict[str, str]]] = {"main": {}}
-        for d in root.findall("default"):
-            cls = d.get("class", "main")
-            self._visit(d, cls, self.classes.get("main", {}) if cls != "main" else {})
 
-    def _visit(self, d: ET.Element, cls: str, inherited: dict[str, dict[str, str]]) -> None:
-        own = {tag: dict(a) for tag, a in inherited.items()}
-        for tag, a in self.classes.get(cls, {}).items():  # a repeated top-level <default> adds to "main"
-            own.setdefault(tag, {}).update(a)
-        for child in d:
-            if child.tag != "default":
-                own.setdefault(child.tag, {}).update(child.attrib)
-        self.classes[cls] = own
-        for child in d:
-            if child.tag == "default":
-                name = child.get("class")
-                if not name:
-                    raise ModelError(f"{self.src}: a nested <default> has no 'class' attribute")
-                self._visit(child, name, own)
+def _quat_matrix(quat: np.ndarray) -> np.ndarray:
+    """Rotation matrix of a MuJoCo quaternion ``(w, x, y, z)`` (normalised here)."""
+    w, x, y, z = np.asarray(quat, float) / np.linalg.norm(quat)
+    return np.array([
+        [1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y)],
+        [2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x)],
+        [2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)]])
 
-    def resolve(self, elem: ET.Element, childclass: str | None, where: str) -> dict[str, str]:
-        cls = elem.get("class") or childclass or "main"
-        if cls not in self.classes:
-            raise ModelError(f"{where}: unknown default class {cls!r} (defined: {sorted(self.classes)})")
-        return {**self.classes[cls].get(elem.tag, {}), **elem.attrib}
+
+def _pose(pos, quat) -> np.ndarray:
+    T = np.eye(4)
+    T[:3, :3] = _quat_matrix(quat)
+    T[:3, 3] = pos
+    return T
+
+
+def _translation(p) -> np.ndarray:
+    T = np.eye(4)
+    T[:3, 3] = p
+    return T
 
 
 def _axis_rotation(axis: np.ndarray, angle: float) -> np.ndarray:
     a = np.asarray(axis, float) / np.linalg.norm(axis)
     K = np.array([[0, -a[2], a[1]], [a[2], 0, -a[0]], [-a[1], a[0], 0]])
-    return np.eye(3) + math.sin(angle) * K + (1 - math.cos(angle)) * K @ K
+    T = np.eye(4)
+    T[:3, :3] = np.eye(3) + math.sin(angle) * K + (1 - math.cos(angle)) * K @ K
+    return T
 
 
-def _orientation(attrs: dict[str, str], comp: _Compiler, what: str) -> np.ndarray:
-    """Rotation matrix of an MJCF element from whichever orientation attribute it has."""
-    given = [k for k in _ORIENTATIONS if k in attrs]
-    if len(given) > 1:
-        raise ModelError(f"{what}: conflicting orientation attributes {given} (give one)")
-    if not given:
-        return np.eye(3)
-    key = given[0]
-    label = f"{what}: attribute {key}"
-    if key == "quat":
-        w, x, y, z = _floats(attrs[key], 4, label)
-        n = math.sqrt(w * w + x * x + y * y + z * z)
-        if n < 1e-12:
-            raise ModelError(f"{label}: zero quaternion {attrs[key]!r}")
-        w, x, y, z = w / n, x / n, y / n, z / n
-        return np.array([
-            [1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y)],
-            [2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x)],
-            [2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)],
-        ])
-    if key == "axisangle":
-        v = _floats(attrs[key], 4, label)
-        if np.linalg.norm(v[:3]) < 1e-12:
-            raise ModelError(f"{label}: zero axis {attrs[key]!r}")
-        return _axis_rotation(v[:3], v[3] * comp.angle_scale)
-    if key == "euler":
-        angles = _floats(attrs[key], 3, label) * comp.angle_scale
-        R = np.eye(3)
-        for c, a in zip(comp.eulerseq, angles):
-            Ri = _axis_rotation(np.eye(3)["xyz".index(c.lower())], a)
-            R = R @ Ri if c.islower() else Ri @ R  # lower case: axes move with the frame
-        return R
-    if key == "xyaxes":
-        v = _floats(attrs[key], 6, label)
-        x = v[:3]
-        if np.linalg.norm(x) < 1e-12:
-            raise ModelError(f"{label}: zero x axis")
-        x = x / np.linalg.norm(x)
-        y = v[3:] - (v[3:] @ x) * x
-        if np.linalg.norm(y) < 1e-12:
-            raise ModelError(f"{label}: y axis parallel to the x axis")
-        y = y / np.linalg.norm(y)
-        return np.column_stack([x, y, np.cross(x, y)])
-    z = _floats(attrs[key], 3, label)
-    if np.linalg.norm(z) < 1e-12:
-        raise ModelError(f"{label}: zero axis")
-    z = z / np.linalg.norm(z)
-    c = np.cross([0.0, 0.0, 1.0], z)
-    s, d = np.linalg.norm(c), z[2]
-    if s < 1e-12:
-        return np.eye(3) if d > 0 else np.diag([1.0, -1.0, -1.0])
-    return _axis_rotation(c, math.atan2(s, d))
+class _Compiled:
+    """The compiled MjModel and the names MuJoCo gives (or the loader gives unnamed) bodies and joints."""
+
+    def __init__(self, mj, m, src: str) -> None:
+        self.mj, self.m, self.src = mj, m, src
+        self.body_names = [m.body(b).name or f"body{b}" for b in range(m.nbody)]
+        self.joint_names = []
+        for j in range(m.njnt):
+            b = int(m.jnt_bodyid[j])
+            k = j - int(m.body_jntadr[b])
+            own = m.joint(j).name
+            self.joint_names.append(own or (f"{self.body_names[b]}_joint" if m.body_jntnum[b] == 1
+                                            else f"{self.body_names[b]}_joint{k}"))
+
+    def element(self, kind: str, i: int) -> str:
+        """``<kind name='...'>`` (or ``<kind> number i``) for messages."""
+        name = getattr(self.m, kind)(i).name
+        return f"<{kind} name={name!r}>" if name else f"<{kind}> number {i}"
+
+    def refuse(self, what: str) -> ModelError:
+        return ModelError(f"{self.src}: {what} is not supported by load_mjcf")
 
 
-def _pose(attrs: dict[str, str], comp: _Compiler, what: str) -> np.ndarray:
-    pos = _floats(attrs.get("pos", "0 0 0"), 3, f"{what}: attribute pos")
-    return _homogeneous(_orientation(attrs, comp, what), pos)
+def _check_supported(c: _Compiled) -> None:
+    """One ModelError for the first element the mapping cannot represent."""
+    m, mj = c.m, c.mj
+    for kind, count in (("equality", m.neq), ("tendon", m.ntendon), ("flex", m.nflex), ("skin", m.nskin)):
+        if count:
+            raise c.refuse(f"<{kind}> ({count} in the model)")
+    if np.any(m.body_mocapid >= 0):
+        b = int(np.flatnonzero(m.body_mocapid >= 0)[0])
+        raise c.refuse(f"body {c.body_names[b]!r}: attribute mocap=\"true\"")
+    for attr in ("wind", "magnetic"):
+        if attr == "wind" and np.any(np.asarray(m.opt.wind) != 0):
+            raise c.refuse("<option wind> (fluid forces)")
+    if m.opt.density != 0 or m.opt.viscosity != 0:
+        raise c.refuse("<option density / viscosity> (fluid forces)")
+    for name in ("body_plugin",):
+        arr = np.asarray(getattr(m, name))
+        if np.any(arr >= 0):
+            raise c.refuse(f"<plugin> on body {c.body_names[int(np.flatnonzero(arr >= 0)[0])]!r}")
+    for j in range(m.njnt):
+        t = int(m.jnt_type[j])
+        where = f"joint {c.joint_names[j]!r}"
+        if t in (mj.mjtJoint.mjJNT_BALL, mj.mjtJoint.mjJNT_FREE) and m.jnt_stiffness[j] != 0:
+            raise c.refuse(f"{where}: attribute stiffness on a {('ball', 'free')[t == mj.mjtJoint.mjJNT_FREE]} joint")
+        for attr in ("jnt_stiffnesspoly", "jnt_springyield"):
+            if hasattr(m, attr) and np.any(np.asarray(getattr(m, attr))[j] != 0):
+                raise c.refuse(f"{where}: attribute {attr[4:]}")
+        if m.jnt_actgravcomp[j]:
+            raise c.refuse(f"{where}: attribute actuatorgravcomp=\"true\"")
+        dofs = range(int(m.jnt_dofadr[j]), int(m.jnt_dofadr[j]) + (6 if t == 0 else 3 if t == 1 else 1))
+        if t in (mj.mjtJoint.mjJNT_BALL, mj.mjtJoint.mjJNT_FREE):
+            if any(m.dof_armature[d] != 0 for d in dofs):
+                raise c.refuse(f"{where}: attribute armature on a ball / free joint")
+            if any(m.dof_frictionloss[d] != 0 for d in dofs):
+                raise c.refuse(f"{where}: attribute frictionloss on a ball / free joint")
+        if hasattr(m, "dof_dampingpoly") and any(np.any(np.asarray(m.dof_dampingpoly)[d] != 0) for d in dofs):
+            raise c.refuse(f"{where}: attribute dampingpoly")
+    for a in range(m.nu):
+        where = c.element("actuator", a)
+        if int(m.actuator_trntype[a]) != mj.mjtTrn.mjTRN_JOINT:
+            raise c.refuse(f"{where}: a {mj.mjtTrn(int(m.actuator_trntype[a])).name.split('_', 1)[1].lower()} transmission "
+                           f"(joint transmissions only)")
+        j = int(m.actuator_trnid[a, 0])
+        if int(m.jnt_type[j]) not in (mj.mjtJoint.mjJNT_HINGE, mj.mjtJoint.mjJNT_SLIDE):
+            raise c.refuse(f"{where}: a transmission to the ball / free joint {c.joint_names[j]!r}")
+        if int(m.actuator_dyntype[a]) != mj.mjtDyn.mjDYN_NONE:
+            raise c.refuse(f"{where}: attribute dyntype={mj.mjtDyn(int(m.actuator_dyntype[a])).name.split('_', 1)[1].lower()!r} "
+                           f"(activation state)")
+        if int(m.actuator_gaintype[a]) not in (mj.mjtGain.mjGAIN_FIXED, mj.mjtGain.mjGAIN_AFFINE):
+            raise c.refuse(f"{where}: attribute gaintype={mj.mjtGain(int(m.actuator_gaintype[a])).name.split('_', 1)[1].lower()!r}")
+        if int(m.actuator_biastype[a]) not in (mj.mjtBias.mjBIAS_NONE, mj.mjtBias.mjBIAS_AFFINE):
+            raise c.refuse(f"{where}: attribute biastype={mj.mjtBias(int(m.actuator_biastype[a])).name.split('_', 1)[1].lower()!r}")
+        for attr in ("actuator_damping", "actuator_armature", "actuator_delay"):
+            if hasattr(m, attr) and np.any(np.asarray(getattr(m, attr))[a] != 0):
+                raise c.refuse(f"{where}: attribute {attr[9:]}")
+        if m.actuator_plugin[a] >= 0:
+            raise c.refuse(f"{where}: a plug-in actuator")
 
 
-class _Reader:
-    """Walks the body tree and collects the intermediate bodies and joints."""
-
-    def __init__(self, src: str, comp: _Compiler, defaults: _Defaults, quaternions: bool = True) -> None:
-        self.src, self.comp, self.defaults = src, comp, defaults
-        self.quaternions = quaternions
-        self.bodies: dict[str, _Body] = {}
-        self.edges: list[_Edge] = []
-        self._unnamed = 0
-
-    def contents(self, elem: ET.Element, T: np.ndarray, cc: str | None,
-                 where: str) -> Iterator[tuple[ET.Element, np.ndarray, str | None]]:
-        """Children of a body, descending through ``<frame>`` elements (with their composed pose)."""
-        for child in elem:
-            if child.tag == "frame":
-                attrs = self.defaults.resolve(child, cc, where)
-                Tf = T @ _pose(attrs, self.comp, f"{where} <frame>")
-                for sub, Ts, ccs in self.contents(child, Tf, child.get("childclass", cc), where):
-                    if sub.tag in ("joint", "freejoint", "inertial"):
-                        raise ModelError(f"{where}: <{sub.tag}> inside a <frame> is not supported (put it in the "
-                                         f"body)")
-                    yield sub, Ts, ccs
-            else:
-                yield child, T, cc
-
-    def body(self, el: ET.Element, parent: str, F_parent: np.ndarray, T_pre: np.ndarray, cc: str | None) -> None:
-        name = el.get("name")
-        if not name:
-            self._unnamed += 1
-            name = f"body{self._unnamed}"
-        where = f"{self.src}: body {name!r}"
-        if name in self.bodies:
-            raise ModelError(f"{self.src}: duplicate body name {name!r}")
-        if el.get("mocap") == "true":
-            raise ModelError(f"{where}: mocap bodies are not supported (they are not part of the dynamics)")
-        cc = el.get("childclass", cc)
-        T_off = T_pre @ _pose(el.attrib, self.comp, where)
-        items = list(self.contents(el, np.eye(4), cc, where))
-        joints = []
-        for sub, _, ccs in items:
-            if sub.tag == "freejoint":
-                joints.append(("free", sub, {**sub.attrib, "type": "free"}))
-            elif sub.tag == "joint":
-                attrs = self.defaults.resolve(sub, ccs, where)
-                joints.append((attrs.get("type", "hinge"), sub, attrs))
-        edge, F_body = self.joint(name, where, parent, F_parent, T_off, joints)
-        inertials = [sub for sub, _, _ in items if sub.tag == "inertial"]
-        if len(inertials) > 1:
-            raise ModelError(f"{where}: more than one <inertial>")
-        if inertials:
-            b = self.inertial(name, inertials[0], F_body, where)
-        else:
-            if self.comp.inertiafromgeom == "auto":
-                for sub, _, ccs in items:
-                    if sub.tag == "geom" and self.geom_has_mass(sub, ccs, where):
-                        raise ModelError(
-                            f"{where}: has no <inertial> but has geoms: MuJoCo would compute its inertia from the "
-                            f"geoms, which load_mjcf does not do; add an explicit <inertial> (or set <compiler "
-                            f"inertiafromgeom=\"false\"/> if the geoms carry no mass)")
-            b = _Body(name, 0.0, np.zeros(3), np.zeros((3, 3)))
-        b.shapes = [sh for sub, Ts, ccs in items if sub.tag == "geom"
-                    for sh in self.geom_shape(sub, F_body @ Ts, ccs, where)]
-        self.bodies[name] = b
-        self.edges.append(edge)
-        for sub, Ts, ccs in items:
-            if sub.tag == "body":
-                self.body(sub, name, F_body, Ts, ccs)
-            elif sub.tag not in _IGNORED and sub.tag not in ("joint", "freejoint", "inertial"):
-                raise ModelError(f"{where}: unsupported element <{sub.tag}>")
-
-    def geom_has_mass(self, geom: ET.Element, cc: str | None, where: str) -> bool:
-        attrs = self.defaults.resolve(geom, cc, where)
-        if attrs.get("type") in ("plane", "hfield"):  # MuJoCo gives these no inertia
-            return False
-        if "mass" in attrs:
-            return _floats(attrs["mass"], 1, f"{where} <geom> attribute mass")[0] > 0.0
-        return _floats(attrs.get("density", "1000"), 1, f"{where} <geom> attribute density")[0] > 0.0
-
-    def geom_shape(self, geom: ET.Element, T: np.ndarray, cc: str | None, where: str) -> list[Shape]:
-        """The geom as a collision :class:`Shape` in the link frame (``T``: the geom's parent frame there);
-        empty for a visual-only geom or a type other than sphere, box, capsule."""
-        attrs = self.defaults.resolve(geom, cc, where)
-        kind = attrs.get("type", "sphere")
-        if kind not in ("sphere", "box", "capsule") or (attrs.get("contype") == "0" and attrs.get("conaffinity") == "0"):
-            return []
-        what = f"{where} <geom{' ' + repr(geom.get('name')) if geom.get('name') else ''}>"
-        need = {"sphere": 1, "box": 3, "capsule": 1 if "fromto" in attrs else 2}[kind]
-        size = _floats(attrs.get("size", ""), None, f"{what}: attribute size")
-        if size.size < need:
-            raise ModelError(f"{what}: a {kind} needs {need} size numbers, got size={attrs.get('size')!r}")
-        size = size[:need]
-        if "fromto" in attrs:
-            if kind != "capsule":
-                raise ModelError(f"{what}: fromto is read for capsules only, not for a {kind}")
-            a, b = np.split(_floats(attrs["fromto"], 6, f"{what}: attribute fromto"), 2)
-            half = 0.5 * float(np.linalg.norm(b - a))
-            zaxis = " ".join(repr(float(v)) for v in (b - a)) if half > 0 else "0 0 1"
-            pose = _pose({"pos": " ".join(repr(float(v)) for v in (a + b) / 2), "zaxis": zaxis}, self.comp, what)
-            size = np.array([size[0], half])
-        else:
-            pose = _pose(attrs, self.comp, what)
-        try:
-            return [Shape(kind, size, T @ pose, geom.get("name", ""))]
-        except ModelError as exc:
-            raise ModelError(f"{what}: {exc}") from None
-
-    def inertial(self, name: str, el: ET.Element, F_body: np.ndarray, where: str) -> _Body:
-        what = f"{where} <inertial>"
-        T = F_body @ _pose(el.attrib, self.comp, what)
-        mass = _number(el, "mass", where)
-        if not np.isfinite(mass) or mass < 0.0:
-            raise ModelError(f"{what}: mass must be finite and non-negative, got {el.get('mass')!r}")
-        if "fullinertia" in el.attrib and "diaginertia" in el.attrib:
-            raise ModelError(f"{what}: give diaginertia or fullinertia, not both")
-        if "fullinertia" in el.attrib:
-            ixx, iyy, izz, ixy, ixz, iyz = _floats(el.get("fullinertia"), 6, f"{what}: attribute fullinertia")
-            I = np.array([[ixx, ixy, ixz], [ixy, iyy, iyz], [ixz, iyz, izz]])
-        elif "diaginertia" in el.attrib:
-            I = np.diag(_floats(el.get("diaginertia"), 3, f"{what}: attribute diaginertia"))
-        else:
-            raise ModelError(f"{what}: needs diaginertia or fullinertia")
-        R = T[:3, :3]
-        return _Body(name, mass, T[:3, 3].copy(), R @ I @ R.T)
-
-    def joint(self, body: str, where: str, parent: str, F_parent: np.ndarray, T_off: np.ndarray,
-              joints: list[tuple[str, ET.Element, dict[str, str]]]) -> tuple[_Edge, np.ndarray]:
-        """The edge that moves ``body`` and the body frame's pose in the new link frame."""
-        base = F_parent @ T_off
-        if not joints:
-            return _Edge(f"{body}_weld", JointType.FIXED, parent, body, base), np.eye(4)
-        parsed = []
-        for k, (jtype, el, attrs) in enumerate(joints):
-            jname = attrs.get("name") or (f"{body}_joint" if len(joints) == 1 else f"{body}_joint{k}")
-            jwhere = f"{self.src}: joint {jname!r} of body {body!r}"
-            if jtype not in MJCF_JOINT_TYPES:
-                raise ModelError(f"{jwhere}: unsupported type {jtype!r} (supported: {', '.join(MJCF_JOINT_TYPES)})")
-            axis = _floats(attrs.get("axis", "0 0 1"), 3, f"{jwhere}: attribute axis")
-            if jtype in ("hinge", "slide"):
-                if np.linalg.norm(axis) < 1e-12:
-                    raise ModelError(f"{jwhere}: attribute axis must be non-zero, got {attrs.get('axis')!r}")
-                axis = axis / np.linalg.norm(axis)
-            pos = _floats(attrs.get("pos", "0 0 0"), 3, f"{jwhere}: attribute pos")
-            scale = self.comp.angle_scale if jtype == "hinge" else 1.0
-            ref = _floats(attrs.get("ref", "0"), 1, f"{jwhere}: attribute ref")[0] * scale
-            lower, upper = -np.inf, np.inf
-            limited = attrs.get("limited", "auto")
-            if limited == "true" or (limited == "auto" and self.comp.autolimits and "range" in attrs):
-                if jtype in ("hinge", "slide") and "range" in attrs:
-                    lo, hi = _floats(attrs["range"], 2, f"{jwhere}: attribute range") * scale
-                    if lo > hi:
-                        raise ModelError(f"{jwhere}: range lower {lo} exceeds upper {hi}")
-                    if lo < hi:
-                        lower, upper = lo, hi
-            effort = np.inf
-            if "actuatorfrcrange" in attrs:
-                effort = float(np.abs(_floats(attrs["actuatorfrcrange"], 2,
-                                              f"{jwhere}: attribute actuatorfrcrange")).max())
-            armature = _floats(attrs.get("armature", "0"), 1, f"{jwhere}: attribute armature")[0]
-            if not armature >= 0:
-                raise ModelError(f"{jwhere}: attribute armature must be >= 0, got {attrs.get('armature')!r}")
-            if armature > 0 and jtype in ("free", "ball"):
-                raise ModelError(f"{jwhere}: armature on a {jtype} joint is not supported (hinges and slides only)")
-            parsed.append(dict(name=jname, type=jtype, axis=axis, pos=pos, ref=ref, lower=lower, upper=upper,
-                               effort=effort, armature=armature, where=jwhere))
-        types = [p["type"] for p in parsed]
-        if len(parsed) == 1:
-            p = parsed[0]
-            t = p["type"]
-            if t == "free":
-                if parent != WORLD:
-                    raise ModelError(f"{p['where']}: a free joint must be on a top-level body (a child of "
-                                     f"<worldbody>), but body {body!r} is inside {parent!r}")
-                jt = JointType.FREE if self.quaternions else JointType.FLOATING
-                return _Edge(p["name"], jt, WORLD, body, np.eye(4)), np.eye(4)
-            P = _homogeneous(np.eye(3), p["pos"])
-            origin = base @ P
-            if t == "hinge":
-                origin = origin @ _homogeneous(_axis_rotation(p["axis"], -p["ref"]), np.zeros(3))
-                jt = JointType.REVOLUTE
-            elif t == "slide":
-                origin = origin @ _homogeneous(np.eye(3), -p["ref"] * p["axis"])
-                jt = JointType.PRISMATIC
-            else:
-                jt = JointType.BALL if self.quaternions else JointType.SPHERICAL
-            edge = _Edge(p["name"], jt, parent, body, origin, axis=p["axis"] if t in ("hinge", "slide")
-                         else np.array([0.0, 0.0, 1.0]), lower=p["lower"], upper=p["upper"], effort=p["effort"],
-                         armature=p["armature"])
-            return edge, _inverse(P)
-        # Several joints in one body: recognised compositions only.
-        if any(p["ref"] != 0.0 for p in parsed):
-            raise ModelError(f"{where}: a non-zero ref on a body with several joints is not supported")
-        hinges = [p for p in parsed if p["type"] == "hinge"]
-        axes = [p["axis"] for p in hinges]
-        same_pos = all(np.allclose(p["pos"], hinges[0]["pos"], atol=1e-12) for p in hinges) if hinges else True
-        Rj = None
-        jt = None
-        if types == ["hinge", "hinge"] and same_pos and abs(axes[0] @ axes[1]) < 1e-9:
-            Rj, jt = np.column_stack([np.cross(axes[0], axes[1]), axes[0], axes[1]]), JointType.BALL2
-        elif types == ["hinge"] * 3 and same_pos and _right_handed(axes):
-            Rj, jt = np.column_stack(axes), JointType.SPHERICAL
-        elif (types == ["slide"] * 3 + ["hinge"] * 3 and same_pos and _right_handed(axes)
-              and all(np.allclose(parsed[i]["axis"], axes[i], atol=1e-9) for i in range(3))):
-            if parent != WORLD:
-                raise ModelError(f"{where}: three slides and three hinges compose a floating joint, which is "
-                                 f"only supported on a top-level body")
-            Rj, jt = np.column_stack(axes), JointType.FLOATING
-        if Rj is None:
-            desc = ", ".join(f"{p['name']} ({p['type']})" for p in parsed)
-            raise ModelError(
-                f"{where}: its joints [{desc}] cannot be represented; supported in one body: a single hinge, slide, "
-                f"ball or free joint; two hinges about orthogonal axes at one point (ball2); three hinges about a "
-                f"right-handed orthonormal triad at one point (spherical); three slides then three hinges along "
-                f"one right-handed orthonormal triad (floating, top-level bodies). Split the joints over nested "
-                f"bodies, each with an <inertial>")
-        P = _homogeneous(Rj, hinges[0]["pos"])
-        name = body if all(p["name"] != body for p in parsed) else f"{body}_joint"
-        armatures = {p["armature"] for p in parsed}
-        if len(armatures) > 1:
-            raise ModelError(f"{where}: its joints have different armatures {sorted(armatures)}; a composed joint "
-                             f"takes one armature for all its coordinates")
-        return _Edge(name, jt, parent, body, base @ P, armature=armatures.pop()), _inverse(P)
-
-
-def _right_handed(axes: list[np.ndarray]) -> bool:
-    if len(axes) != 3:
-        return False
-    R = np.column_stack(axes)
-    return bool(np.allclose(R.T @ R, np.eye(3), atol=1e-9) and np.linalg.det(R) > 0)
-
-
-def _has_joint(el: ET.Element) -> bool:
-    return any(x.tag in ("joint", "freejoint") for x in el.iter())
+def _compile(path: str | os.PathLike, balance_inertia: bool):
+    mj = mujoco_module()
+    src = os.fspath(path)
+    p = Path(src)
+    if not p.exists():
+        raise FileNotFoundError(errno.ENOENT, "MJCF file not found", src)
+    try:
+        root = next(ET.iterparse(p, events=("start",)))[1].tag
+    except (ET.ParseError, StopIteration):
+        root = "mujoco"     # MuJoCo's compiler reports the XML error with its line
+    except OSError as exc:
+        raise ModelError(f"{src}: cannot read the MJCF file: {exc.strerror or exc}") from None
+    if root != "mujoco":
+        raise ModelError(f"{src}: not an MJCF file: the root element is <{root}>, expected <mujoco>")
+    try:
+        spec = mj.MjSpec.from_file(str(p))
+        if balance_inertia:
+            spec.compiler.balanceinertia = True
+        return mj, spec.compile(), src
+    except (ValueError, RuntimeError) as exc:
+        text = " ".join(str(exc).split())
+        if "Error opening file" in text:
+            missing = text.split("Error opening file", 1)[1].split("'")[1] if "'" in text else text
+            raise FileNotFoundError(errno.ENOENT, f"{src}: MuJoCo's compiler: {text}", missing) from None
+        hint = ("; load with balance_inertia=True (pbf simulate --balance-inertia, or <compiler "
+                "balanceinertia=\"true\">) to set its principal moments to their mean") if "A + B >= C" in text else ""
+        raise ModelError(f"{src}: MuJoCo's compiler: {text}{hint}") from None
 
 
 def load_mjcf(path: str | os.PathLike, *, limits: bool = True, balance_inertia: bool = False,
               quaternions: bool = True) -> ArticulatedBody:
-    """Load the kinematic tree of an MJCF (MuJoCo XML) file as an :class:`~pbframework.model.ArticulatedBody`.
+    """Load an MJCF (MuJoCo XML) file, compiled by MuJoCo, as an :class:`~pbframework.model.ArticulatedBody`.
 
     Args:
-        path: the ``.xml`` file.
-        limits: where a hinge or slide is limited (``range``, with ``limited`` or ``autolimits``), give the
-            model the ``joint_limits`` force in ``model.default_forces``; ``False`` keeps the limits as data only.
-        balance_inertia: set the principal moments of a body that breaks the triangle inequality to their
-            mean, as MuJoCo does; also on where the file says ``<compiler balanceinertia="true">``. The
-            changed bodies are named in an :class:`~pbframework.io.urdf.InertiaBalanced` warning.
-        quaternions: MJCF ``ball`` and ``free`` joints as pbframework's ``ball`` and ``free`` (unit quaternions,
-            MuJoCo's own coordinates up to the quaternion order: MuJoCo stores ``(w, x, y, z)``, pbframework
-            ``(x, y, z, w)``); ``False``: as the Euler-angle joints ``spherical`` and ``floating``.
+        path: the ``.xml`` file (includes, meshes and assets resolve as MuJoCo resolves them).
+        limits: where a hinge or slide is limited, give the model the ``joint_limits`` force in
+            ``model.default_forces``; ``False`` keeps the limits as data only.
+        balance_inertia: compile with MuJoCo's ``balanceinertia`` (principal moments that break the triangle
+            inequality set to their mean), as ``<compiler balanceinertia="true">`` does.
+        quaternions: MJCF ``ball`` and ``free`` joints as pbframework's ``ball`` and ``free`` (unit quaternions);
+            ``False``: as the Euler-angle joints ``spherical`` and ``floating``.
 
     Returns:
-        The model, named after ``<mujoco model>``, with gravity from ``<option gravity>``. Joint and
-        coordinate conventions are in the module docstring (hinges and slides keep MuJoCo's coordinates).
+        The model, named after ``<mujoco model>``, with MuJoCo's gravity, its passive forces and actuators in
+        ``model.default_forces`` and its static planes and boxes in ``model.obstacles`` (module docstring).
 
     Raises:
-        FileNotFoundError: ``path`` (or an included file) does not exist.
-        ModelError: malformed XML, an unsupported element or joint combination, a moving body without
-            mass, ... The message starts with the file name and names the body or joint.
+        FileNotFoundError: ``path`` does not exist.
+        ModelError: MuJoCo's compiler rejects the file (its message, after the file name), or the file uses an
+            element the mapping does not support (named, with the attribute).
     """
-    root, src = _read_xml(path, "MJCF")
-    if root.tag != "mujoco":
-        raise ModelError(f"{src}: not an MJCF file: the root element is <{root.tag}>, expected <mujoco>")
-    _expand_includes(root, Path(src).resolve().parent, src, (str(Path(src).resolve()),))
-    comp = _Compiler(root, src)
-    defaults = _Defaults(root, src)
-    gravity = np.array([0.0, 0.0, -9.81])
-    for opt in root.findall("option"):
-        if "gravity" in opt.attrib:
-            gravity = _floats(opt.get("gravity"), 3, f"{src}: <option> attribute gravity")
-    reader = _Reader(src, comp, defaults, quaternions)
-    tops: list[tuple[ET.Element, np.ndarray, str | None]] = []
-    for wb in root.findall("worldbody"):
-        for sub, T, cc in reader.contents(wb, np.eye(4), None, f"{src}: <worldbody>"):
-            if sub.tag == "body":
-                tops.append((sub, T, cc))
-            elif sub.tag in ("joint", "freejoint", "inertial"):
-                raise ModelError(f"{src}: <worldbody> cannot hold a <{sub.tag}> (the world does not move)")
-            elif sub.tag not in _IGNORED:
-                raise ModelError(f"{src}: <worldbody>: unsupported element <{sub.tag}>")
-    if not tops:
-        raise ModelError(f"{src}: <worldbody> holds no <body>")
-    moving = [t for t in tops if _has_joint(t[0])]
-    if len(moving) > 1:
-        names = [t[0].get("name", "(unnamed)") for t in moving]
-        raise ModelError(f"{src}: the world holds {len(moving)} moving trees ({', '.join(names)}); a model is one "
-                         f"articulated tree")
-    if moving:
-        tops = moving
-    elif len(tops) > 1:
-        raise ModelError(f"{src}: the world holds {len(tops)} bodies and no joint; a model is one tree")
-    el, T, cc = tops[0]
-    reader.body(el, WORLD, np.eye(4), T, cc)
-    name = root.get("model") or Path(src).stem
-    return _assemble(reader.bodies, reader.edges, src, name, link_word="body", gravity=gravity, limits=limits,
-                     balance=balance_inertia or comp.balanceinertia,
-                     balance_flag='balance_inertia=True (pbf simulate --balance-inertia, or <compiler balanceinertia="true">)')
+    mj, m, src = _compile(path, balance_inertia)
+    c = _Compiled(mj, m, src)
+    _check_supported(c)
+    disabled = int(m.opt.disableflags)
+    off = lambda flag: bool(disabled & int(flag))  # noqa: E731
+    links: list[Link] = []
+    joints: list[Joint] = []
+    # X[b]: the MuJoCo body frame of body b in the frame of the pbframework link that carries it; link_of[b]
+    # that link's name (WORLD for static bodies, with X the body's world pose).
+    X: dict[int, np.ndarray] = {0: np.eye(4)}
+    link_of: dict[int, str] = {0: WORLD}
+    geoms_unsupported: list[str] = []
+    obstacles = []
+    gravcomp: dict[str, float] = {}
+    dof_coord: dict[int, str] = {}    # MuJoCo dof (hinge / slide) -> pbframework coordinate name
+    _static_geoms(c, 0, np.eye(4), obstacles, geoms_unsupported)
+    for b in range(1, m.nbody):
+        parent = int(m.body_parentid[b])
+        name = c.body_names[b]
+        T_off = X[parent] @ _pose(m.body_pos[b], m.body_quat[b])   # body frame before its joints
+        if m.body_weldid[b] == 0:                                   # static: welded to the world
+            X[b], link_of[b] = T_off, WORLD
+            _static_geoms(c, b, T_off, obstacles, geoms_unsupported)
+            continue
+        parent_link = link_of[parent]
+        jadr, jnum = int(m.body_jntadr[b]), int(m.body_jntnum[b])
+        if jnum == 0:
+            joints.append(Joint(f"{name}_weld", JointType.FIXED, parent_link, name, origin=T_off))
+            X[b] = np.eye(4)
+        for k in range(jnum):
+            j = jadr + k
+            t = int(m.jnt_type[j])
+            jname = c.joint_names[j]
+            child = name if k == jnum - 1 else f"{name}/{jname}"
+            axis, pos = np.array(m.jnt_axis[j], float), np.array(m.jnt_pos[j], float)
+            qadr = int(m.jnt_qposadr[j])
+            ref = float(m.qpos0[qadr]) if t in (mj.mjtJoint.mjJNT_HINGE, mj.mjtJoint.mjJNT_SLIDE) else 0.0
+            lower, upper = -np.inf, np.inf
+            if m.jnt_limited[j] and t in (mj.mjtJoint.mjJNT_HINGE, mj.mjtJoint.mjJNT_SLIDE):
+                lo, hi = (float(v) for v in m.jnt_range[j])
+                if lo < hi:
+                    lower, upper = lo, hi
+            effort = float(np.abs(m.jnt_actfrcrange[j]).max()) if m.jnt_actfrclimited[j] else np.inf
+            dof = int(m.jnt_dofadr[j])
+            if t == mj.mjtJoint.mjJNT_FREE:
+                if parent_link != WORLD or k != 0:
+                    raise ModelError(f"{src}: joint {jname!r} of body {name!r}: a free joint must be the only joint "
+                                     f"of a body welded to the world")
+                jt, origin, Xb = (JointType.FREE if quaternions else JointType.FLOATING), np.eye(4), np.eye(4)
+            elif t == mj.mjtJoint.mjJNT_BALL:
+                jt, origin, Xb = (JointType.BALL if quaternions else JointType.SPHERICAL), \
+                    T_off @ _translation(pos), _translation(-pos)
+            elif t == mj.mjtJoint.mjJNT_HINGE:
+                jt, origin, Xb = JointType.REVOLUTE, T_off @ _translation(pos) @ _axis_rotation(axis, -ref), \
+                    _translation(-pos)
+            else:
+                jt, origin, Xb = JointType.PRISMATIC, T_off @ _translation(-ref * axis / np.linalg.norm(axis)), \
+                    np.eye(4)
+            if k < jnum - 1:
+                links.append(Link(child, 0.0, inertia=np.zeros(3)))
+            try:
+                joints.append(Joint(jname, jt, parent_link, child, origin=origin,
+                                    axis=axis if jt in (JointType.REVOLUTE, JointType.PRISMATIC) else (0, 0, 1),
+                                    lower=lower, upper=upper, effort=effort,
+                                    armature=float(m.dof_armature[dof]) if t >= 2 else 0.0))
+            except ModelError as exc:
+                raise ModelError(f"{src}: {exc}") from None
+            if t >= 2:
+                dof_coord[dof] = jname
+            parent_link, T_off = child, Xb
+        X[b] = T_off
+        link_of[b] = name
+        ipose = X[b] @ _pose(m.body_ipos[b], m.body_iquat[b])
+        R = ipose[:3, :3]
+        try:
+            links.append(Link(name, float(m.body_mass[b]), com=ipose[:3, 3],
+                              inertia=R @ np.diag(m.body_inertia[b]) @ R.T,
+                              shapes=tuple(_body_shapes(c, b, X[b], geoms_unsupported))))
+        except ModelError as exc:
+            raise ModelError(f"{src}: body {name!r}: {exc}") from None
+        if m.body_gravcomp[b] != 0 and not off(mj.mjtDisableBit.mjDSBL_GRAVITY):
+            gravcomp[name] = float(m.body_gravcomp[b])
+    if not links:
+        raise ModelError(f"{src}: no moving body (every body is welded to the world)")
+    if geoms_unsupported:
+        warnings.warn(f"{src}: {len(geoms_unsupported)} colliding geom(s) are not contact shapes here (load_mjcf "
+                      f"keeps spheres, boxes and capsules on moving bodies, planes and boxes on the world): "
+                      f"{', '.join(geoms_unsupported[:8])}{' ...' if len(geoms_unsupported) > 8 else ''}",
+                      UnsupportedGeoms, stacklevel=2)
+    gravity = np.zeros(3) if off(mj.mjtDisableBit.mjDSBL_GRAVITY) else np.array(m.opt.gravity, float)
+    forces: list[tuple[str, dict[str, Any]]] = list(limit_forces(joints, limits))
+    forces += _passive_forces(c, dof_coord, gravcomp, off, quaternions)
+    if m.nu and not off(mj.mjtDisableBit.mjDSBL_ACTUATION):
+        forces.append(("mj_actuators", _actuator_params(c, dof_coord, off)))
+    name = m.names[:m.names.index(b"\0")].decode() if m.names else ""
+    try:
+        model = ArticulatedBody(links, joints, gravity=gravity, name=name or Path(src).stem,
+                                default_forces=forces)
+    except ModelError as exc:
+        raise ModelError(f"{src}: {exc}") from None
+    model.obstacles = tuple(obstacles)
+    return model
 
+
+def _geom_label(c: _Compiled, g: int) -> str:
+    name = c.m.geom(g).name
+    kind = c.mj.mjtGeom(int(c.m.geom_type[g])).name.split('_', 1)[1].lower()
+    return f"{kind} {name!r} of body {c.body_names[int(c.m.geom_bodyid[g])]!r}" if name else \
+        f"{kind} number {g} of body {c.body_names[int(c.m.geom_bodyid[g])]!r}"
+
+
+def _colliding(m, g: int) -> bool:
+    return bool(m.geom_contype[g] or m.geom_conaffinity[g])
+
+
+def _body_shapes(c: _Compiled, b: int, Xb: np.ndarray, unsupported: list[str]) -> list[Shape]:
+    m, mj = c.m, c.mj
+    out = []
+    for g in range(int(m.body_geomadr[b]), int(m.body_geomadr[b]) + int(m.body_geomnum[b])):
+        if not _colliding(m, g):
+            continue
+        t = int(m.geom_type[g])
+        size = np.array(m.geom_size[g], float)
+        kind = {int(mj.mjtGeom.mjGEOM_SPHERE): ("sphere", size[:1]), int(mj.mjtGeom.mjGEOM_BOX): ("box", size[:3]),
+                int(mj.mjtGeom.mjGEOM_CAPSULE): ("capsule", size[:2])}.get(t)
+        if kind is None:
+            unsupported.append(_geom_label(c, g))
+            continue
+        out.append(Shape(kind[0], kind[1], Xb @ _pose(m.geom_pos[g], m.geom_quat[g]), m.geom(g).name))
+    return out
+
+
+def _static_geoms(c: _Compiled, b: int, Tb: np.ndarray, obstacles: list, unsupported: list[str]) -> None:
+    from ..geometry import Box, Plane
+
+    m, mj = c.m, c.mj
+    for g in range(int(m.body_geomadr[b]), int(m.body_geomadr[b]) + int(m.body_geomnum[b])):
+        if not _colliding(m, g):
+            continue
+        T = Tb @ _pose(m.geom_pos[g], m.geom_quat[g])
+        t = int(m.geom_type[g])
+        if t == mj.mjtGeom.mjGEOM_PLANE:
+            n = T[:3, 2]
+            obstacles.append(Plane(n, float(n @ T[:3, 3])))
+        elif t == mj.mjtGeom.mjGEOM_BOX:
+            obstacles.append(Box(T[:3, 3], m.geom_size[g][:3], T[:3, :3]))
+        else:
+            unsupported.append(_geom_label(c, g))
+
+
+def _passive_forces(c: _Compiled, dof_coord: dict[int, str], gravcomp: dict[str, float], off,
+                    quaternions: bool) -> list:
+    """``joint_damping``, ``joint_stiffness``, ``gravity_compensation``, ``joint_friction`` specs."""
+    m, mj = c.m, c.mj
+    out: list[tuple[str, dict[str, Any]]] = []
+    if not off(mj.mjtDisableBit.mjDSBL_DAMPER):
+        names, values = [], []
+        for j in range(m.njnt):
+            dofs = range(int(m.jnt_dofadr[j]), int(m.jnt_dofadr[j]) + _JOINT_NV[int(m.jnt_type[j])])
+            d = [float(m.dof_damping[x]) for x in dofs]
+            if not any(d):
+                continue
+            if int(m.jnt_type[j]) <= 1 and (len(set(d)) > 1 or not quaternions):
+                # a free joint's linear velocity is in the world frame in MuJoCo, in the body frame here:
+                # equal damping on the three is the same force in both frames; Euler rates are not velocities
+                raise c.refuse(f"joint {c.joint_names[j]!r}: attribute damping on a "
+                               f"{('free', 'ball')[int(m.jnt_type[j])]} joint "
+                               f"{'with different values per dof' if quaternions else 'with quaternions=False'}")
+            names.append(c.joint_names[j])
+            values.extend(d)
+        if names:
+            out.append(("joint_damping", {"damping": values, "dofs": names}))
+    if not off(mj.mjtDisableBit.mjDSBL_SPRING):
+        sprung = [j for j in range(m.njnt) if m.jnt_stiffness[j] != 0]
+        if sprung:
+            out.append(("joint_stiffness", {
+                "stiffness": [float(m.jnt_stiffness[j]) for j in sprung],
+                "springref": [float(m.qpos_spring[int(m.jnt_qposadr[j])]) for j in sprung],
+                "dofs": [c.joint_names[j] for j in sprung]}))
+    if gravcomp:
+        out.append(("gravity_compensation", {"links": gravcomp}))
+    if not off(mj.mjtDisableBit.mjDSBL_FRICTIONLOSS) and not off(mj.mjtDisableBit.mjDSBL_CONSTRAINT):
+        rubbed = [d for d in range(m.nv) if m.dof_frictionloss[d] != 0]
+        if rubbed:
+            out.append(("joint_friction", {"friction": [float(m.dof_frictionloss[d]) for d in rubbed],
+                                           "dofs": [dof_coord[d] for d in rubbed]}))
+    return out
+
+
+def _actuator_params(c: _Compiled, dof_coord: dict[int, str], off) -> dict[str, Any]:
+    """The ``mj_actuators`` parameters of the compiled model's actuators."""
+    m, mj = c.m, c.mj
+    acts = []
+    clamp_ctrl = not off(mj.mjtDisableBit.mjDSBL_CLAMPCTRL)
+    for a in range(m.nu):
+        j = int(m.actuator_trnid[a, 0])
+        gain = np.zeros(3)
+        gain[0] = m.actuator_gainprm[a, 0]
+        if int(m.actuator_gaintype[a]) == mj.mjtGain.mjGAIN_AFFINE:
+            gain[1:] = m.actuator_gainprm[a, 1:3]
+        bias = np.zeros(3) if int(m.actuator_biastype[a]) == mj.mjtBias.mjBIAS_NONE else \
+            np.array(m.actuator_biasprm[a, :3], float)
+        acts.append({
+            "name": m.actuator(a).name or f"actuator{a}",
+            "dof": dof_coord[int(m.jnt_dofadr[j])],
+            "gear": float(m.actuator_gear[a, 0]),
+            "gain": gain.tolist(), "bias": bias.tolist(),
+            "ctrlrange": [float(v) for v in m.actuator_ctrlrange[a]] if (m.actuator_ctrllimited[a] and clamp_ctrl)
+            else None,
+            "forcerange": [float(v) for v in m.actuator_forcerange[a]] if m.actuator_forcelimited[a] else None})
+    joint_range = {c.joint_names[j]: [float(v) for v in m.jnt_actfrcrange[j]]
+                   for j in range(m.njnt) if m.jnt_actfrclimited[j] and m.jnt_type[j] >= 2}
+    return {"actuators": acts, "joint_force_range": joint_range}

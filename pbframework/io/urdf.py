@@ -195,7 +195,9 @@ class _Edge:
 
 
 def _link_problem(b: _Body) -> str | None:
-    """Why ``b`` cannot be a :class:`Link` (None if it can)."""
+    """Why ``b`` cannot be a :class:`Link` with mass (None if it can)."""
+    if not b.mass > 0.0:
+        return f"link {b.name!r}: mass must be positive, got {b.mass!r}"
     try:
         Link(b.name, b.mass, com=b.com, inertia=b.inertia)
     except ModelError as exc:

@@ -1,0 +1,216 @@
+"""MuJoCo actuators on joints (issue 25): the control vector ``ctrl`` is the step's input ``u``.
+
+One force model holds all of a model's actuators, in MuJoCo's order. Actuator ``a`` acts on one hinge or
+slide coordinate ``q`` through its ``gear`` (MuJoCo's joint transmission): with the actuator's length
+``L = gear q`` and velocity ``V = gear qd``, and ``c`` its control clamped to ``ctrlrange``::
+
+    F = (g0 + g1 L + g2 V) c + b0 + b1 L + b2 V          (MuJoCo's affine gain and bias)
+    F = clamp(F, forcerange),  tau_q += gear F
+
+then the total on each coordinate is clamped to its joint's ``actuatorfrcrange``. MJCF's ``motor``
+(``g = (1, 0, 0)``, ``b = 0``), ``position`` (``g0 = kp``, ``b = (0, -kp, -kv)``), ``velocity``
+(``g0 = kv``, ``b = (0, 0, -kv)``) and ``general`` actuators with ``gaintype`` / ``biastype`` ``fixed`` or
+``affine`` and no activation dynamics are all of this form; :func:`~pbframework.io.load_mjcf` fills the
+parameters from the compiled model.
+
+The controls are the step's per-step input (``n_inputs = nu``, named like MuJoCo's ``ctrl``): held over a
+step (zero-order hold, as ``mj_step`` holds ``data.ctrl``), given to :meth:`~pbframework.simulate.Simulator`
+through ``ctrl`` -- a constant vector or a Python callable ``ctrl(t, q, qd)`` evaluated at the state each step
+starts from -- and an argument of ``sim.step_function()`` and of the exported C step.
+
+Potential form (for ``pbad``): with the backward-Euler velocity ``V = gear (q_{k+1} - q_k) / dt`` the force
+``F`` is affine in ``q_{k+1}``, ``F = s(q_{k+1})``, and ``Q = -gear (q_{k+1} - q_k) mean(clamp(s))`` over
+``[s(q_k), s(q_{k+1})]`` is its exact integral: the actuator is implicit in the step, so a stiff position
+servo stays stable at large steps. A clamp on a joint's total (``joint_force_range``) has no such integral;
+the model then offers the generalised-force form only.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Mapping, Sequence
+
+import casadi as ca
+import numpy as np
+
+from pbframework.forces import ForceForm, ForceModel
+from pbframework.hookspecs import PluginInfo, hookimpl
+from pbframework.model import ArticulatedBody
+
+from ._common import cached_function, resolve_dofs, velocity_indices
+
+_KEYS = ("name", "dof", "gear", "gain", "bias", "ctrlrange", "forcerange")
+
+
+def _range(who: str, what: str, r: Any) -> tuple[float, float] | None:
+    if r is None:
+        return None
+    try:
+        lo, hi = (float(v) for v in r)
+    except (TypeError, ValueError):
+        raise ValueError(f"{who}: {what} must be None or (low, high), got {r!r}") from None
+    if not (np.isfinite(lo) and np.isfinite(hi)) or lo > hi:
+        raise ValueError(f"{who}: {what} must be finite with low <= high, got {r!r}")
+    return lo, hi
+
+
+def _clamp(x, r):
+    return x if r is None else ca.fmin(ca.fmax(x, r[0]), r[1])
+
+
+class MjActuators(ForceModel):
+    """MuJoCo's joint actuators (module docstring).
+
+    Args:
+        actuators: one mapping per actuator with ``name``, ``dof`` (a hinge or slide coordinate name),
+            ``gear`` (a number), ``gain`` and ``bias`` (three numbers each: ``g0 g1 g2``, ``b0 b1 b2``),
+            ``ctrlrange`` and ``forcerange`` (``(low, high)`` or ``None``: unclamped).
+        joint_force_range: ``{coordinate name: (low, high)}``: clamps on the total actuator force per joint
+            (MJCF ``actuatorfrcrange``).
+        ctrl: the controls: ``None`` (zeros), a constant vector of ``nu`` numbers, or a Python callable
+            ``ctrl(t, q, qd) -> nu numbers`` called once per step on the state the step starts from.
+    """
+
+    name = "mj_actuators"
+    group = True
+
+    def __init__(self, actuators: Sequence[Mapping[str, Any]] = (), *,
+                 joint_force_range: Mapping[str, Sequence[float]] | None = None,
+                 ctrl: Sequence[float] | Callable[[float, np.ndarray, np.ndarray], Sequence[float]] | None = None
+                 ) -> None:
+        who = self.name
+        if isinstance(actuators, (str, bytes, Mapping)) or not isinstance(actuators, Sequence) or not actuators:
+            raise ValueError(f"{who}: actuators must be a non-empty list of mappings, got {actuators!r}")
+        self.actuators: list[dict[str, Any]] = []
+        for k, a in enumerate(actuators):
+            if not isinstance(a, Mapping) or set(a) != set(_KEYS):
+                raise ValueError(f"{who}: actuator {k} must be a mapping with exactly the keys {list(_KEYS)}, got "
+                                 f"{a!r}")
+            where = f"{who}: actuator {a['name']!r}"
+            gear = float(a["gear"])
+            gain, bias = np.asarray(a["gain"], float).reshape(-1), np.asarray(a["bias"], float).reshape(-1)
+            if gain.shape != (3,) or bias.shape != (3,) or not np.all(np.isfinite(np.r_[gain, bias, gear])):
+                raise ValueError(f"{where}: gear must be a finite number, gain and bias three finite numbers each")
+            if not isinstance(a["dof"], str):
+                raise ValueError(f"{where}: dof must be a coordinate name, got {a['dof']!r}")
+            self.actuators.append({"name": str(a["name"]), "dof": a["dof"], "gear": gear, "gain": gain.tolist(),
+                                   "bias": bias.tolist(), "ctrlrange": _range(where, "ctrlrange", a["ctrlrange"]),
+                                   "forcerange": _range(where, "forcerange", a["forcerange"])})
+        self.joint_force_range = {str(k): _range(f"{who}: joint_force_range[{k!r}]", "the range", v)
+                                  for k, v in dict(joint_force_range or {}).items()}
+        nu = len(self.actuators)
+        if ctrl is None:
+            self.ctrl: Any = np.zeros(nu)
+        elif callable(ctrl):
+            self.ctrl = ctrl
+        else:
+            c = np.asarray(ctrl, dtype=float).reshape(-1)
+            if c.size != nu or not np.all(np.isfinite(c)):
+                raise ValueError(f"{who}: ctrl must be {nu} finite numbers (one per actuator) or a callable "
+                                 f"(t, q, qd) -> ctrl, got {ctrl!r}")
+            self.ctrl = c
+        self.forms = frozenset({ForceForm.GENERALIZED_FORCE} if self.joint_force_range else
+                               {ForceForm.GENERALIZED_FORCE, ForceForm.POTENTIAL})
+
+    def params(self) -> dict[str, Any]:
+        return {"actuators": [dict(a) for a in self.actuators], "joint_force_range": dict(self.joint_force_range),
+                "ctrl": self.ctrl if callable(self.ctrl) else self.ctrl.tolist()}
+
+    @property
+    def names(self) -> list[str]:
+        """The actuators' names, in ``ctrl`` order."""
+        return [a["name"] for a in self.actuators]
+
+    # -- inputs ----------------------------------------------------------------------------------------------
+    def n_inputs(self, model: ArticulatedBody) -> int:
+        return len(self.actuators)
+
+    def input_values(self, model: ArticulatedBody, t: float, q, qd) -> np.ndarray:
+        if not callable(self.ctrl):
+            return self.ctrl
+        try:
+            c = np.asarray(self.ctrl(float(t), np.asarray(q, float), np.asarray(qd, float)), float).reshape(-1)
+        except Exception as exc:  # noqa: BLE001 - re-raised with the force's name and time
+            raise RuntimeError(f"{self.name}: ctrl raised {type(exc).__name__} at t = {t:g}: {exc}") from exc
+        if c.size != len(self.actuators) or not np.all(np.isfinite(c)):
+            raise ValueError(f"{self.name}: ctrl must return {len(self.actuators)} finite numbers (actuators "
+                             f"{', '.join(self.names)}) at t = {t:g}, got {c.tolist()}")
+        return c
+
+    # -- set-up ----------------------------------------------------------------------------------------------
+    def _indices(self, model: ArticulatedBody) -> tuple[list[int], list[int]]:
+        """Per actuator: its coordinate's index into q and into v."""
+        idx = [resolve_dofs(self.name, model, (a["dof"],))[0] for a in self.actuators]
+        vidx = [velocity_indices(self.name, model, [i])[0] for i in idx]
+        for k in self.joint_force_range:
+            resolve_dofs(self.name, model, (k,))
+        return idx, vidx
+
+    def _force(self, a: dict, length, velocity, c):
+        g, b = a["gain"], a["bias"]
+        return _clamp((g[0] + g[1] * length + g[2] * velocity) * c + b[0] + b[1] * length + b[2] * velocity,
+                      a["forcerange"])
+
+    # -- forms -----------------------------------------------------------------------------------------------
+    def generalized_force(self, model, q, qd, t, u=None):
+        def build() -> ca.Function:
+            qs, qds, us = ca.SX.sym("q", model.nq), ca.SX.sym("qd", model.nv), ca.SX.sym("u", len(self.actuators))
+            idx, vidx = self._indices(model)
+            tau = [ca.SX(0)] * model.nv
+            for k, (a, i, vi) in enumerate(zip(self.actuators, idx, vidx)):
+                c = _clamp(us[k], a["ctrlrange"])
+                tau[vi] = tau[vi] + a["gear"] * self._force(a, a["gear"] * qs[i], a["gear"] * qds[vi], c)
+            for dof, r in self.joint_force_range.items():
+                i = resolve_dofs(self.name, model, (dof,))[0]
+                vi = velocity_indices(self.name, model, [i])[0]
+                tau[vi] = _clamp(tau[vi], r)
+            return ca.Function("mj_actuators_f", [qs, qds, us], [ca.vertcat(*tau)], ["q", "qd", "u"], ["f"])
+
+        return cached_function(model, self, "f", build)(q, qd, self._u(u))
+
+    def potential(self, model, q_next, q_cur, q_prev, dt, t, u=None):
+        if ForceForm.POTENTIAL not in self.forms:
+            return super().potential(model, q_next, q_cur, q_prev, dt, t)
+
+        def build() -> ca.Function:
+            qn, qc = ca.SX.sym("q_next", model.nq), ca.SX.sym("q_cur", model.nq)
+            h, us = ca.SX.sym("dt"), ca.SX.sym("u", len(self.actuators))
+            idx, _ = self._indices(model)
+            Q = ca.SX(0)
+            for k, (a, i) in enumerate(zip(self.actuators, idx)):
+                c, gear = _clamp(us[k], a["ctrlrange"]), a["gear"]
+                s1 = self._unclamped(a, gear * qn[i], gear * (qn[i] - qc[i]) / h, c)
+                s0 = self._unclamped(a, gear * qc[i], 0.0, c)   # the same affine s(q) at q = q_k
+                Q = Q - gear * (qn[i] - qc[i]) * _mean_clamp(s0, s1, a["forcerange"])
+            return ca.Function("mj_actuators_Q", [qn, qc, h, us], [Q], ["q_next", "q_cur", "dt", "u"], ["Q"])
+
+        return cached_function(model, self, "Q", build)(q_next, q_cur, dt, self._u(u))
+
+    def _unclamped(self, a: dict, length, velocity, c):
+        g, b = a["gain"], a["bias"]
+        return (g[0] + g[1] * length + g[2] * velocity) * c + b[0] + b[1] * length + b[2] * velocity
+
+    def _u(self, u):
+        if u is None:
+            raise TypeError(f"{self.name}: the controls are a per-step input; the integrator must pass u (length "
+                            f"{len(self.actuators)}) as declared by n_inputs()")
+        return u
+
+
+def _mean_clamp(s0, s1, r):
+    """The mean of ``clamp(s, r)`` over ``s`` between ``s0`` and ``s1`` (``clamp(s1)`` where they coincide)."""
+    if r is None:
+        return 0.5 * (s0 + s1)
+    lo, hi = r
+
+    def antiderivative(s):
+        return ca.if_else(s < lo, lo * s - 0.5 * lo * lo, ca.if_else(s > hi, hi * s - 0.5 * hi * hi, 0.5 * s * s))
+
+    d = s1 - s0
+    return ca.if_else(ca.fabs(d) > 1e-12 * (1 + ca.fabs(s1)),
+                      (antiderivative(s1) - antiderivative(s0)) / d, _clamp(s1, r))
+
+
+@hookimpl
+def pbf_force_models():
+    return [PluginInfo("mj_actuators", "MuJoCo joint actuators (motor, position, velocity, general affine) driven by "
+                       "ctrl, the step's input u", MjActuators)]
