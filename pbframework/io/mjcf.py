@@ -60,7 +60,7 @@ import numpy as np
 from ..limits import default_forces as limit_forces
 from ..model import WORLD, ArticulatedBody, Joint, JointType, Link, ModelError, Shape
 
-__all__ = ["load_mjcf", "UnsupportedGeoms", "MJCF_JOINT_TYPES", "mujoco_module"]
+__all__ = ["load_mjcf", "to_mujoco", "from_mujoco", "mujoco_velocity_map", "UnsupportedGeoms", "MJCF_JOINT_TYPES", "mujoco_module"]
 
 MJCF_JOINT_TYPES = ("hinge", "slide", "ball", "free")
 """The MJCF joint types :func:`load_mjcf` reads (all of MuJoCo's)."""
@@ -276,7 +276,7 @@ def load_mjcf(path: str | os.PathLike, *, limits: bool = True, balance_inertia: 
         jadr, jnum = int(m.body_jntadr[b]), int(m.body_jntnum[b])
         if jnum == 0:
             joints.append(Joint(f"{name}_weld", JointType.FIXED, parent_link, name, origin=T_off))
-            X[b] = np.eye(4)
+            T_off = np.eye(4)
         for k in range(jnum):
             j = jadr + k
             t = int(m.jnt_type[j])
@@ -343,13 +343,82 @@ def load_mjcf(path: str | os.PathLike, *, limits: bool = True, balance_inertia: 
     if m.nu and not off(mj.mjtDisableBit.mjDSBL_ACTUATION):
         forces.append(("mj_actuators", _actuator_params(c, dof_coord, off)))
     name = m.names[:m.names.index(b"\0")].decode() if m.names else ""
+    name = "" if name == "MuJoCo Model" else name       # MuJoCo's default when <mujoco> has no model
     try:
         model = ArticulatedBody(links, joints, gravity=gravity, name=name or Path(src).stem,
                                 default_forces=forces)
     except ModelError as exc:
         raise ModelError(f"{src}: {exc}") from None
     model.obstacles = tuple(obstacles)
+    model.mujoco_joints = tuple((c.joint_names[j], int(m.jnt_type[j]), int(m.jnt_qposadr[j]), int(m.jnt_dofadr[j]))
+                                for j in range(m.njnt))
+    model.mujoco_sizes = (int(m.nq), int(m.nv))
+    model.mujoco_quaternions = bool(quaternions)
     return model
+
+
+def _mujoco_map(model: ArticulatedBody) -> tuple:
+    if not hasattr(model, "mujoco_joints"):
+        raise ModelError(f"model {model.name!r} was not loaded by load_mjcf: no MuJoCo coordinates to convert to")
+    if not model.mujoco_quaternions:
+        raise ModelError(f"model {model.name!r}: loaded with quaternions=False (Euler angles); the MuJoCo "
+                         f"conversions take the quaternion joints of the default load")
+    return model.mujoco_joints
+
+
+def _rotation_xyzw(quat) -> np.ndarray:
+    x, y, z, w = quat
+    return _quat_matrix(np.array([w, x, y, z]))
+
+
+def to_mujoco(model: ArticulatedBody, q, v=None) -> tuple[np.ndarray, np.ndarray | None]:
+    """MuJoCo's ``(qpos, qvel)`` of the state ``(q, v)`` of a model from :func:`load_mjcf`.
+
+    Coordinates are matched by joint name (pbframework orders joints breadth-first, MuJoCo depth-first);
+    quaternions go from ``(x, y, z, w)`` to ``(w, x, y, z)``; a free joint's linear velocity from the body
+    frame to the world frame (``v_mj = R v``)."""
+    joints = _mujoco_map(model)
+    q = model.check_state(q)
+    v = None if v is None else model.check_velocity(v)
+    nq, nv = model.mujoco_sizes
+    qpos, qvel = np.zeros(nq), np.zeros(nv)
+    for name, t, qa, da in joints:
+        qs, vs = model.joint_q_index[name], model.joint_v_index[name]
+        qj = q[qs]
+        if t == 0:
+            qpos[qa:qa + 7] = np.r_[qj[:3], qj[6], qj[3:6]]
+        elif t == 1:
+            qpos[qa:qa + 4] = np.r_[qj[3], qj[:3]]
+        else:
+            qpos[qa] = qj[0]
+        if v is not None:
+            vj = v[vs]
+            qvel[da:da + len(vj)] = np.r_[_rotation_xyzw(qj[3:7]) @ vj[:3], vj[3:]] if t == 0 else vj
+    return qpos, (None if v is None else qvel)
+
+
+def from_mujoco(model: ArticulatedBody, qpos, qvel=None) -> tuple[np.ndarray, np.ndarray | None]:
+    """The state ``(q, v)`` of a model from :func:`load_mjcf` given MuJoCo's ``(qpos, qvel)`` (the inverse of
+    :func:`to_mujoco`)."""
+    joints = _mujoco_map(model)
+    nq, nv = model.mujoco_sizes
+    qpos = np.asarray(qpos, float).reshape(-1)
+    if qpos.size != nq or (qvel is not None and np.asarray(qvel).size != nv):
+        raise ModelError(f"model {model.name!r}: MuJoCo's qpos has {nq} entries and qvel {nv}")
+    q, v = np.zeros(model.nq), np.zeros(model.nv)
+    for name, t, qa, da in _mujoco_map(model):
+        qs, vs = model.joint_q_index[name], model.joint_v_index[name]
+        if t == 0:
+            q[qs] = np.r_[qpos[qa:qa + 3], qpos[qa + 4:qa + 7], qpos[qa + 3]]
+        elif t == 1:
+            q[qs] = np.r_[qpos[qa + 1:qa + 4], qpos[qa]]
+        else:
+            q[qs] = qpos[qa]
+        if qvel is not None:
+            n = vs.stop - vs.start
+            vj = np.asarray(qvel, float).reshape(-1)[da:da + n]
+            v[vs] = np.r_[_rotation_xyzw(q[qs][3:7]).T @ vj[:3], vj[3:]] if t == 0 else vj
+    return q, (None if qvel is None else v)
 
 
 def _geom_label(c: _Compiled, g: int) -> str:
@@ -461,3 +530,19 @@ def _actuator_params(c: _Compiled, dof_coord: dict[int, str], off) -> dict[str, 
     joint_range = {c.joint_names[j]: [float(v) for v in m.jnt_actfrcrange[j]]
                    for j in range(m.njnt) if m.jnt_actfrclimited[j] and m.jnt_type[j] >= 2}
     return {"actuators": acts, "joint_force_range": joint_range}
+
+
+def mujoco_velocity_map(model: ArticulatedBody, q) -> np.ndarray:
+    """``T`` (``nv x nv``) with MuJoCo's ``qvel = T v`` at configuration ``q`` (a model from :func:`load_mjcf`):
+    a permutation, with ``R`` on a free joint's linear block. Generalised forces map by its transpose
+    (``tau = T^T qfrc``) and the mass matrix as ``M = T^T M_mj T``."""
+    q = model.check_state(q)
+    T = np.zeros((model.nv, model.nv))
+    for name, t, qa, da in _mujoco_map(model):
+        vs = model.joint_v_index[name]
+        n = vs.stop - vs.start
+        block = np.eye(n)
+        if t == 0:
+            block[:3, :3] = _rotation_xyzw(q[model.joint_q_index[name]][3:7])
+        T[da:da + n, vs] = block
+    return T

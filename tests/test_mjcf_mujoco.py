@@ -1,0 +1,279 @@
+"""load_mjcf through MuJoCo's compiler, checked against MuJoCo itself (issue 25): the mass matrix (armature
+included), bias forces, passive forces and actuator forces at random states, to 1e-9 relative, on small MJCF
+files of our own (no network)."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import pbframework as pbf
+from pbframework import dynamics
+from pbframework.forces import force_model
+from pbframework.io.mjcf import from_mujoco, mujoco_velocity_map, to_mujoco
+from pbframework.model import ModelError
+
+mujoco = pytest.importorskip("mujoco")
+
+TOL = 1e-9
+"""Norm-wise relative tolerance against MuJoCo, ``||ours - mj|| / max(||mj||, 1)``."""
+
+PASSIVE = ("joint_damping", "joint_stiffness", "gravity_compensation")
+
+
+def rel_err(ours, ref) -> float:
+    ref = np.asarray(ref, float).ravel()
+    return float(np.linalg.norm(np.asarray(ours, float).ravel() - ref) / max(np.linalg.norm(ref), 1.0))
+
+
+def random_state(model: pbf.ArticulatedBody, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """A configuration within the joint ranges (random unit quaternions, any orientation) and a velocity."""
+    q = np.zeros(model.nq)
+    for j in model.joints:
+        s = model.joint_q_index[j.name]
+        kind = j.type.value
+        if kind in ("revolute", "prismatic"):
+            lo, hi = (j.lower, j.upper) if math.isfinite(j.lower) else (-math.pi, math.pi)
+            q[s] = rng.uniform(lo, hi)
+        elif kind == "ball":
+            x = rng.normal(size=4)
+            q[s] = x / np.linalg.norm(x)
+        elif kind == "free":
+            x = rng.normal(size=4)
+            q[s] = np.r_[rng.uniform(-1, 1, 3), x / np.linalg.norm(x)]
+    return q, rng.uniform(-2, 2, model.nv)
+
+
+def forces_of(model: pbf.ArticulatedBody, names) -> list:
+    return [force_model(n, **p) for n, p in model.default_forces if n in names]
+
+
+def compare(path: Path, rng: np.random.Generator, states: int = 5) -> dict[str, float]:
+    """Worst relative errors over ``states`` random states: M, bias, passive and actuator forces."""
+    ours = pbf.load_mjcf(path)
+    m = mujoco.MjModel.from_xml_path(str(path))
+    d = mujoco.MjData(m)
+    passive, acts = forces_of(ours, PASSIVE), forces_of(ours, ("mj_actuators",))
+    worst = dict(M=0.0, bias=0.0, passive=0.0, actuator=0.0)
+    for _ in range(states):
+        q, v = random_state(ours, rng)
+        qpos, qvel = to_mujoco(ours, q, v)
+        np.testing.assert_allclose(np.concatenate(from_mujoco(ours, qpos, qvel)), np.r_[q, v], atol=1e-14)
+        d.qpos[:], d.qvel[:] = qpos, qvel
+        d.ctrl[:] = rng.uniform(-3, 3, m.nu)
+        mujoco.mj_forward(m, d)
+        M = np.zeros((m.nv, m.nv))
+        mujoco.mj_fullM(m, d, M)
+        T = mujoco_velocity_map(ours, q)
+        Tdot_v = np.zeros(m.nv)                      # free joints: d/dt (R v_lin) = R (omega x v_lin)
+        for name, t, _, da in ours.mujoco_joints:
+            if t == 0:
+                vs, qs = ours.joint_v_index[name], ours.joint_q_index[name]
+                vj = v[vs]
+                Tdot_v[da:da + 3] = T[da:da + 3, vs.start:vs.start + 3] @ np.cross(vj[3:], vj[:3])
+        worst["M"] = max(worst["M"], rel_err(dynamics.crba(ours)(q), T.T @ M @ T))
+        worst["bias"] = max(worst["bias"], rel_err(dynamics.nonlinear_effects(ours)(q, v),
+                                                   T.T @ (M @ Tdot_v + d.qfrc_bias)))
+        f = sum((np.asarray(x.generalized_force(ours, q, v, 0.0)).ravel() for x in passive), np.zeros(ours.nv))
+        worst["passive"] = max(worst["passive"], rel_err(f, T.T @ d.qfrc_passive))
+        if acts:
+            fa = np.asarray(acts[0].generalized_force(ours, q, v, 0.0, u=d.ctrl.copy())).ravel()
+            worst["actuator"] = max(worst["actuator"], rel_err(fa, T.T @ d.qfrc_actuator))
+    return worst
+
+
+def write(tmp_path: Path, name: str, text: str) -> Path:
+    p = tmp_path / name
+    p.write_text(text)
+    return p
+
+
+ARM = """<mujoco model="arm">
+  <option gravity="0.3 -0.2 -9.81"/>
+  <default><joint damping="0.7" armature="0.05"/><geom type="capsule" size="0.04"/></default>
+  <worldbody>
+    <body name="base" pos="0 0 0.5" euler="0 0 30">
+      <geom type="box" size="0.1 0.1 0.05"/>
+      <body name="upper" pos="0 0 0.1">
+        <joint name="shoulder" axis="0 1 0" range="-90 90" stiffness="3" springref="0.2" frictionloss="0.1"/>
+        <geom fromto="0 0 0 0.4 0 0"/>
+        <body name="fore" pos="0.4 0 0" gravcomp="0.5">
+          <joint name="elbow" axis="0 0.6 0.8" pos="0.01 0 0" ref="0.3" damping="1.3"/>
+          <geom fromto="0 0 0 0.3 0 0" size="0.03"/>
+          <body name="slider" pos="0.3 0 0">
+            <joint name="extend" type="slide" axis="1 0 0" range="-0.1 0.1" stiffness="20" armature="0.2"/>
+            <geom type="sphere" size="0.05"/>
+          </body>
+        </body>
+      </body>
+    </body>
+  </worldbody>
+  <actuator>
+    <motor name="m_shoulder" joint="shoulder" gear="2" ctrlrange="-1 1"/>
+    <position name="p_elbow" joint="elbow" kp="30" kv="2" forcerange="-5 5"/>
+    <velocity name="v_extend" joint="extend" kv="4"/>
+    <general name="g_shoulder" joint="shoulder" gaintype="affine" gainprm="1.5 0.4 0.1" biastype="affine"
+             biasprm="0.2 -1 -0.3" gear="1.5"/>
+  </actuator>
+</mujoco>
+"""
+
+
+def test_an_arm_with_armature_passive_forces_and_four_actuator_kinds_matches_mujoco(tmp_path, rng):
+    path = write(tmp_path, "arm.xml", ARM)
+    model = pbf.load_mjcf(path)
+    names = [n for n, _ in model.default_forces]
+    assert names == ["joint_limits", "joint_damping", "joint_stiffness", "gravity_compensation", "joint_friction",
+                     "mj_actuators"]
+    assert [j.armature for j in model.joints if j.type.value != "fixed"] == [0.05, 0.05, 0.2]
+    worst = compare(path, rng)
+    assert max(worst.values()) <= TOL, worst
+
+
+def test_each_passive_force_alone_matches_mujoco(tmp_path, rng):
+    for attr in ('damping="0.9"', 'stiffness="4" springref="0.3"', ''):
+        grav = ' gravcomp="1"' if not attr else ""
+        text = f"""<mujoco><worldbody><body name="a"{grav}><joint name="j" axis="1 0 0" {attr}/>
+          <geom type="capsule" fromto="0 0 0 0 0.3 0" size="0.03"/>
+          <body name="b" pos="0 0.3 0"><joint name="k" type="slide" axis="0 1 0" {attr}/>
+          <geom type="sphere" size="0.05"/></body></body></worldbody></mujoco>"""
+        worst = compare(write(tmp_path, "one.xml", text), rng)
+        assert worst["passive"] <= TOL and worst["M"] <= TOL, (attr, worst)
+        model = pbf.load_mjcf(tmp_path / "one.xml")
+        f = sum(np.asarray(x.generalized_force(model, np.array([0.4, 0.1]), np.array([1.0, -2.0]), 0.0)).ravel()
+                for x in forces_of(model, PASSIVE))
+        assert np.abs(f).max() > 0.01                           # the force is there, not just zero on both sides
+
+
+INERTIA_FROM_GEOMS = """<mujoco>
+  <asset><mesh name="tet" vertex="0 0 0  0.2 0 0  0 0.3 0  0 0 0.25"/></asset>
+  <worldbody>
+    <body name="a"><joint name="j1" axis="0 0 1"/>
+      <geom type="box" size="0.1 0.05 0.02" pos="0.1 0 0" euler="10 20 30" density="800"/>
+      <geom type="cylinder" size="0.03 0.1" pos="0 0.1 0"/>
+      <body name="b" pos="0.2 0 0"><joint name="j2" axis="0 1 0"/>
+        <geom type="mesh" mesh="tet" density="2000"/>
+        <geom type="ellipsoid" size="0.05 0.03 0.02" pos="0.1 0 0" mass="0.3"/>
+      </body>
+    </body>
+  </worldbody>
+</mujoco>"""
+
+
+def test_inertia_from_primitive_and_mesh_geoms_is_mujocos(tmp_path, rng):
+    with pytest.warns(pbf.io.mjcf.UnsupportedGeoms, match="cylinder.*mesh.*ellipsoid|cylinder"):
+        model = pbf.load_mjcf(write(tmp_path, "geoms.xml", INERTIA_FROM_GEOMS))
+    m = mujoco.MjModel.from_xml_string(INERTIA_FROM_GEOMS)
+    assert model.total_mass == pytest.approx(float(m.body_mass.sum()), rel=1e-14)
+    with pytest.warns(pbf.io.mjcf.UnsupportedGeoms):
+        worst = compare(tmp_path / "geoms.xml", rng)
+    assert worst["M"] <= TOL and worst["bias"] <= TOL, worst
+
+
+TWO_TREES = """<mujoco>
+  <worldbody>
+    <geom name="floor" type="plane" size="3 3 0.1"/>
+    <body name="left_base" pos="-0.5 0 0.2"><geom type="box" size="0.1 0.1 0.1"/>
+      <body name="l1"><joint name="l1" axis="0 0 1" damping="0.4"/><geom type="capsule" fromto="0 0 0 0.3 0 0" size="0.03"/>
+        <body name="l2" pos="0.3 0 0"><joint name="l2" axis="0 1 0"/><geom type="sphere" size="0.05"/></body></body>
+    </body>
+    <body name="r1" pos="0.5 0 0.2" euler="0 0 180"><joint name="r1" axis="0 0 1"/>
+      <geom type="capsule" fromto="0 0 0 0.3 0 0" size="0.03"/>
+      <body name="r2" pos="0.3 0 0"><joint name="r2" axis="0 1 0"/><geom type="sphere" size="0.05"/></body>
+    </body>
+    <body name="box" pos="0 0 1"><freejoint name="box"/><geom type="box" size="0.1 0.2 0.05"/></body>
+  </worldbody>
+  <actuator><motor joint="l1"/><motor joint="r2" gear="3"/></actuator>
+</mujoco>"""
+
+
+def test_two_arms_and_a_free_box_in_one_world(tmp_path, rng):
+    model = pbf.load_mjcf(write(tmp_path, "two.xml", TWO_TREES))
+    assert model.bases == ("l1", "r1", "box") and (model.nq, model.nv) == (11, 10)
+    assert "left_base" not in {x.name for x in model.links}       # welded to the world: no dynamics
+    assert len(model.obstacles) == 2                                  # the floor and the static base box
+    worst = compare(tmp_path / "two.xml", rng)
+    assert max(worst.values()) <= TOL, worst
+    arms = pbf.load_mjcf(write(tmp_path, "arms.xml", TWO_TREES.replace(
+        '<body name="box" pos="0 0 1"><freejoint name="box"/><geom type="box" size="0.1 0.2 0.05"/></body>', '')))
+    for fd, model in (("aba", model), ("abia", arms), ("jsiia", arms)):   # forward dynamics on a forest
+        q, v = random_state(model, rng)
+        tau = rng.normal(size=model.nv)
+        a = np.asarray(dynamics.forward_dynamics(model, fd)(q, v, tau)).ravel()
+        assert rel_err(dynamics.rnea(model)(q, v, a), tau) <= TOL, fd
+
+
+MOBILE_BASE = """<mujoco>
+  <worldbody>
+    <body name="base" pos="0 0 0.1">
+      <joint name="x" type="slide" axis="1 0 0"/><joint name="y" type="slide" axis="0 1 0"/>
+      <joint name="yaw" axis="0 0 1" pos="0.05 0.02 0"/>
+      <geom type="box" size="0.3 0.2 0.05"/>
+      <body name="mast" pos="0.1 0 0.05"><joint name="tilt" axis="1 0 0" pos="0 0 0.02" damping="0.3"/>
+        <geom type="capsule" fromto="0 0 0 0 0 0.5" size="0.02"/></body>
+    </body>
+  </worldbody>
+  <actuator><velocity joint="x" kv="10"/><position joint="yaw" kp="5"/></actuator>
+</mujoco>"""
+
+
+def test_three_joints_in_one_body_compose_in_mujocos_order(tmp_path, rng):
+    model = pbf.load_mjcf(write(tmp_path, "mobile.xml", MOBILE_BASE))
+    assert [x.name for x in model.links] == ["base/x", "base/y", "base", "mast"]
+    worst = compare(tmp_path / "mobile.xml", rng)
+    assert max(worst.values()) <= TOL, worst
+    m = mujoco.MjModel.from_xml_string(MOBILE_BASE)
+    d = mujoco.MjData(m)
+    q, _ = random_state(model, rng)
+    d.qpos[:] = to_mujoco(model, q)[0]
+    mujoco.mj_kinematics(m, d)
+    for body in ("base", "mast"):                 # MuJoCo's body frames from ours
+        T = np.asarray(pbf.kinematics.link_transform(model, body)(q))
+        off = {"base": np.array([-0.05, -0.02, 0]), "mast": np.array([0, 0, -0.02])}[body]
+        np.testing.assert_allclose(T[:3, :3], d.xmat[m.body(body).id].reshape(3, 3), atol=1e-12)
+        np.testing.assert_allclose(T[:3, :3] @ off + T[:3, 3], d.xpos[m.body(body).id], atol=1e-12)
+
+
+FREE = """<mujoco><worldbody>
+  <body name="torso" pos="0 0 1" quat="0.9 0.1 0.3 -0.2"><freejoint name="root"/>
+    <geom type="box" size="0.2 0.1 0.05"/>
+    <body name="leg" pos="0.2 0 0"><joint name="ball" type="ball" damping="0.2"/>
+      <geom type="capsule" fromto="0 0 0 0 0 -0.3" size="0.03"/>
+      <body name="foot" pos="0 0 -0.3"><joint name="knee" axis="0 1 0" stiffness="2"/><geom type="sphere" size="0.04"/></body>
+    </body>
+  </body>
+</worldbody><actuator><motor joint="knee"/></actuator></mujoco>"""
+
+
+def test_a_free_joint_at_random_orientations_and_a_damped_ball(tmp_path, rng):
+    worst = compare(write(tmp_path, "free.xml", FREE), rng, states=8)
+    assert max(worst.values()) <= TOL, worst
+
+
+def test_frictionloss_is_a_smooth_dry_friction_model(tmp_path):
+    model = pbf.load_mjcf(write(tmp_path, "arm.xml", ARM))
+    (friction,) = forces_of(model, ("joint_friction",))
+    assert friction.params()["friction"] == [0.1] and friction.smoothing == 1e-3
+    q = model.neutral()
+    for qd, expect in ((5.0, -0.1), (-5.0, 0.1), (0.0, 0.0)):
+        v = np.zeros(model.nv)
+        v[0] = qd
+        f = np.asarray(friction.generalized_force(model, q, v, 0.0)).ravel()
+        assert f[0] == pytest.approx(expect, abs=1e-12) and not f[1:].any()
+
+
+def test_an_actuated_arm_simulates_with_ctrl_as_the_input(tmp_path):
+    model = pbf.load_mjcf(write(tmp_path, "arm.xml", ARM))
+    sim = pbf.Simulator(model, "rk4", dt=0.002, forces=["gravity", ("mj_actuators", {
+        **dict(model.default_forces)["mj_actuators"], "ctrl": lambda t, q, qd: [0.5, 0.3, 0.0, 0.0]})])
+    assert sim.problem.nu == 4
+    tr = sim.rollout(model.neutral(), np.zeros(model.nv), duration=0.2)
+    assert tr.status.value == "ok" and np.all(np.isfinite(tr.q))
+
+
+def test_conversions_need_a_model_from_load_mjcf():
+    with pytest.raises(ModelError, match="was not loaded by load_mjcf"):
+        to_mujoco(pbf.models.chain(2), np.zeros(4))
