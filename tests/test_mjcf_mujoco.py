@@ -4,7 +4,8 @@ files of our own (no network)."""
 
 from __future__ import annotations
 
-import math
+import sys
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -13,76 +14,19 @@ import pytest
 import pbframework as pbf
 from pbframework import dynamics
 from pbframework.forces import force_model
-from pbframework.io.mjcf import from_mujoco, mujoco_velocity_map, to_mujoco
+from pbframework.io.mjcf import to_mujoco
 from pbframework.model import ModelError
 
 mujoco = pytest.importorskip("mujoco")
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+from _mujoco_check import PASSIVE, compare, random_state, rel_err  # noqa: E402
 
 TOL = 1e-9
 """Norm-wise relative tolerance against MuJoCo, ``||ours - mj|| / max(||mj||, 1)``."""
 
-PASSIVE = ("joint_damping", "joint_stiffness", "gravity_compensation")
-
-
-def rel_err(ours, ref) -> float:
-    ref = np.asarray(ref, float).ravel()
-    return float(np.linalg.norm(np.asarray(ours, float).ravel() - ref) / max(np.linalg.norm(ref), 1.0))
-
-
-def random_state(model: pbf.ArticulatedBody, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
-    """A configuration within the joint ranges (random unit quaternions, any orientation) and a velocity."""
-    q = np.zeros(model.nq)
-    for j in model.joints:
-        s = model.joint_q_index[j.name]
-        kind = j.type.value
-        if kind in ("revolute", "prismatic"):
-            lo, hi = (j.lower, j.upper) if math.isfinite(j.lower) else (-math.pi, math.pi)
-            q[s] = rng.uniform(lo, hi)
-        elif kind == "ball":
-            x = rng.normal(size=4)
-            q[s] = x / np.linalg.norm(x)
-        elif kind == "free":
-            x = rng.normal(size=4)
-            q[s] = np.r_[rng.uniform(-1, 1, 3), x / np.linalg.norm(x)]
-    return q, rng.uniform(-2, 2, model.nv)
-
 
 def forces_of(model: pbf.ArticulatedBody, names) -> list:
     return [force_model(n, **p) for n, p in model.default_forces if n in names]
-
-
-def compare(path: Path, rng: np.random.Generator, states: int = 5) -> dict[str, float]:
-    """Worst relative errors over ``states`` random states: M, bias, passive and actuator forces."""
-    ours = pbf.load_mjcf(path)
-    m = mujoco.MjModel.from_xml_path(str(path))
-    d = mujoco.MjData(m)
-    passive, acts = forces_of(ours, PASSIVE), forces_of(ours, ("mj_actuators",))
-    worst = dict(M=0.0, bias=0.0, passive=0.0, actuator=0.0)
-    for _ in range(states):
-        q, v = random_state(ours, rng)
-        qpos, qvel = to_mujoco(ours, q, v)
-        np.testing.assert_allclose(np.concatenate(from_mujoco(ours, qpos, qvel)), np.r_[q, v], atol=1e-14)
-        d.qpos[:], d.qvel[:] = qpos, qvel
-        d.ctrl[:] = rng.uniform(-3, 3, m.nu)
-        mujoco.mj_forward(m, d)
-        M = np.zeros((m.nv, m.nv))
-        mujoco.mj_fullM(m, d, M)
-        T = mujoco_velocity_map(ours, q)
-        Tdot_v = np.zeros(m.nv)                      # free joints: d/dt (R v_lin) = R (omega x v_lin)
-        for name, t, _, da in ours.mujoco_joints:
-            if t == 0:
-                vs, qs = ours.joint_v_index[name], ours.joint_q_index[name]
-                vj = v[vs]
-                Tdot_v[da:da + 3] = T[da:da + 3, vs.start:vs.start + 3] @ np.cross(vj[3:], vj[:3])
-        worst["M"] = max(worst["M"], rel_err(dynamics.crba(ours)(q), T.T @ M @ T))
-        worst["bias"] = max(worst["bias"], rel_err(dynamics.nonlinear_effects(ours)(q, v),
-                                                   T.T @ (M @ Tdot_v + d.qfrc_bias)))
-        f = sum((np.asarray(x.generalized_force(ours, q, v, 0.0)).ravel() for x in passive), np.zeros(ours.nv))
-        worst["passive"] = max(worst["passive"], rel_err(f, T.T @ d.qfrc_passive))
-        if acts:
-            fa = np.asarray(acts[0].generalized_force(ours, q, v, 0.0, u=d.ctrl.copy())).ravel()
-            worst["actuator"] = max(worst["actuator"], rel_err(fa, T.T @ d.qfrc_actuator))
-    return worst
 
 
 def write(tmp_path: Path, name: str, text: str) -> Path:
@@ -277,3 +221,33 @@ def test_an_actuated_arm_simulates_with_ctrl_as_the_input(tmp_path):
 def test_conversions_need_a_model_from_load_mjcf():
     with pytest.raises(ModelError, match="was not loaded by load_mjcf"):
         to_mujoco(pbf.models.chain(2), np.zeros(4))
+
+
+GRIPPER = """<mujoco model="gripper"><worldbody>
+  <body name="palm"><joint name="lift" type="slide" axis="0 0 1" damping="2"/><geom type="box" size="0.05 0.05 0.02"/>
+    <body name="left" pos="0 0.03 -0.05"><joint name="l" type="slide" axis="0 1 0" range="0 0.04"/>
+      <geom type="box" size="0.01 0.005 0.03"/></body>
+    <body name="right" pos="0 -0.03 -0.05"><joint name="r" type="slide" axis="0 -1 0" range="0 0.04"/>
+      <geom type="box" size="0.01 0.005 0.03"/></body>
+  </body></worldbody>
+  <tendon><fixed name="split"><joint joint="l" coef="0.5"/><joint joint="r" coef="0.5"/></fixed></tendon>
+  <equality><joint joint1="l" joint2="r"/></equality>
+  <actuator><general name="grip" tendon="split" ctrlrange="0 255" forcerange="-5 5" gainprm="0.01568"
+     biastype="affine" biasprm="0 -100 -10"/><motor joint="lift" gear="10"/></actuator>
+</mujoco>"""
+
+
+def test_a_fixed_tendon_actuator_and_an_equality_disabled_on_request(tmp_path, rng):
+    path = write(tmp_path, "gripper.xml", GRIPPER)
+    with pytest.raises(ModelError, match=r"gripper.xml: <equality> \(1 in the model.*equality=\"disable\""):
+        pbf.load_mjcf(path)
+    with pytest.warns(pbf.io.mjcf.EqualityDisabled, match=r"1 <equality> constraint\(s\) disabled"):
+        model = pbf.load_mjcf(path, equality="disable")
+    acts = dict(model.default_forces)["mj_actuators"]["actuators"]
+    assert acts[0]["joints"] == {"l": 0.5, "r": 0.5}
+    worst = compare(path, rng, model=model)
+    assert max(worst.values()) <= TOL, worst
+    disabled = GRIPPER.replace("<worldbody>", '<option><flag equality="disable"/></option><worldbody>', 1)
+    with warnings.catch_warnings():                                 # MuJoCo's own flag: loads, nothing to warn
+        warnings.simplefilter("error", pbf.io.mjcf.EqualityDisabled)
+        pbf.load_mjcf(write(tmp_path, "flagged.xml", disabled))

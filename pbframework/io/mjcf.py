@@ -10,7 +10,8 @@ Bodies and joints
 -----------------
 - A body welded to the world (no joint between it and the world: MuJoCo's ``body_weldid == 0``) is static
   scenery: it carries no dynamics and is never checked for its inertia. The joints of its children attach to
-  the world.
+  the world. A ``mocap`` body (posed by the user at run time in MuJoCo) carries no dynamics either; its geoms
+  are not obstacles here (named in the :class:`UnsupportedGeoms` warning).
 - A moving body with joints ``j1 .. jn`` (MuJoCo composes them in that order, each hinge about its anchor
   ``pos`` in the frame the previous joints have moved) becomes a chain of links: one massless frame per joint
   but the last (named ``<body>/<joint>``) and the body's own link, which carries its mass and is named after
@@ -40,7 +41,8 @@ Forces (``model.default_forces``; a :class:`~pbframework.simulate.Simulator` add
   other types (mesh, cylinder, ellipsoid, height field) are not contact shapes here: one
   :class:`UnsupportedGeoms` warning names them.
 
-Whatever the mapping cannot represent (equality constraints, tendons, actuators with activation dynamics or
+``<equality>`` constraints are refused unless ``equality="disable"`` (module function) leaves them out as
+MuJoCo's ``<flag equality="disable"/>`` does. Whatever else the mapping cannot represent (tendons, actuators with activation dynamics or
 non-joint transmissions, springs on ball / free joints, fluid forces, mocap bodies, ...) is a
 :class:`~pbframework.model.ModelError` at load naming the element, the attribute and the file.
 """
@@ -60,7 +62,7 @@ import numpy as np
 from ..limits import default_forces as limit_forces
 from ..model import WORLD, ArticulatedBody, Joint, JointType, Link, ModelError, Shape
 
-__all__ = ["load_mjcf", "to_mujoco", "from_mujoco", "mujoco_velocity_map", "UnsupportedGeoms", "MJCF_JOINT_TYPES", "mujoco_module"]
+__all__ = ["load_mjcf", "to_mujoco", "from_mujoco", "mujoco_velocity_map", "UnsupportedGeoms", "EqualityDisabled", "MJCF_JOINT_TYPES", "mujoco_module"]
 
 MJCF_JOINT_TYPES = ("hinge", "slide", "ball", "free")
 """The MJCF joint types :func:`load_mjcf` reads (all of MuJoCo's)."""
@@ -69,6 +71,10 @@ _JOINT_NV = {0: 6, 1: 3, 2: 1, 3: 1}
 """Velocity coordinates of MuJoCo's joint types (free, ball, slide, hinge)."""
 
 INSTALL_LINE = 'pip install "mujoco>=3.1,<5"'
+
+
+class EqualityDisabled(UserWarning):
+    """``load_mjcf(..., equality="disable")`` left a model's ``<equality>`` constraints out (named)."""
 
 
 class UnsupportedGeoms(UserWarning):
@@ -139,15 +145,36 @@ class _Compiled:
         return ModelError(f"{self.src}: {what} is not supported by load_mjcf")
 
 
-def _check_supported(c: _Compiled) -> None:
+def _check_supported(c: _Compiled, equality: str) -> None:
     """One ModelError for the first element the mapping cannot represent."""
     m, mj = c.m, c.mj
-    for kind, count in (("equality", m.neq), ("tendon", m.ntendon), ("flex", m.nflex), ("skin", m.nskin)):
+    inert = int(m.opt.disableflags) & (int(mj.mjtDisableBit.mjDSBL_EQUALITY) | int(mj.mjtDisableBit.mjDSBL_CONSTRAINT))
+    if m.neq and not inert:
+        if equality != "disable":
+            raise ModelError(f"{c.src}: <equality> ({m.neq} in the model: joint couplings and loop closures are "
+                             f"constraints) is not supported by load_mjcf; load_mjcf(..., equality=\"disable\") loads "
+                             f"the model without them, as MuJoCo's <flag equality=\"disable\"/> runs it")
+        names = [c.element("equality", e) for e in range(m.neq)]
+        warnings.warn(f"{c.src}: {m.neq} <equality> constraint(s) disabled (equality=\"disable\"), as MuJoCo's <flag "
+                      f"equality=\"disable\"/> runs the model: {', '.join(names[:6])}{' ...' if m.neq > 6 else ''}",
+                      EqualityDisabled, stacklevel=3)
+    for kind, count in (("flex", m.nflex), ("skin", m.nskin)):
         if count:
             raise c.refuse(f"<{kind}> ({count} in the model)")
-    if np.any(m.body_mocapid >= 0):
-        b = int(np.flatnonzero(m.body_mocapid >= 0)[0])
-        raise c.refuse(f"body {c.body_names[b]!r}: attribute mocap=\"true\"")
+    for k in range(m.ntendon):
+        where = c.element("tendon", k)
+        wraps = range(int(m.tendon_adr[k]), int(m.tendon_adr[k]) + int(m.tendon_num[k]))
+        if any(int(m.wrap_type[w]) != mj.mjtWrap.mjWRAP_JOINT for w in wraps):
+            raise c.refuse(f"{where}: a spatial tendon (fixed tendons only)")
+        for w in wraps:
+            j = int(m.wrap_objid[w])
+            if int(m.jnt_type[j]) not in (mj.mjtJoint.mjJNT_HINGE, mj.mjtJoint.mjJNT_SLIDE):
+                raise c.refuse(f"{where}: a fixed tendon through the ball / free joint {c.joint_names[j]!r}")
+        if m.tendon_limited[k] and not inert:
+            raise c.refuse(f"{where}: attribute range (a tendon limit is a constraint)")
+        for attr in ("stiffness", "damping", "frictionloss"):
+            if np.any(np.asarray(getattr(m, f"tendon_{attr}")[k]) != 0):
+                raise c.refuse(f"{where}: attribute {attr}")
     for attr in ("wind", "magnetic"):
         if attr == "wind" and np.any(np.asarray(m.opt.wind) != 0):
             raise c.refuse("<option wind> (fluid forces)")
@@ -177,11 +204,13 @@ def _check_supported(c: _Compiled) -> None:
             raise c.refuse(f"{where}: attribute dampingpoly")
     for a in range(m.nu):
         where = c.element("actuator", a)
-        if int(m.actuator_trntype[a]) != mj.mjtTrn.mjTRN_JOINT:
-            raise c.refuse(f"{where}: a {mj.mjtTrn(int(m.actuator_trntype[a])).name.split('_', 1)[1].lower()} transmission "
-                           f"(joint transmissions only)")
+        trn = int(m.actuator_trntype[a])
+        if trn not in (mj.mjtTrn.mjTRN_JOINT, mj.mjtTrn.mjTRN_TENDON):
+            raise c.refuse(f"{where}: a {mj.mjtTrn(trn).name.split('_', 1)[1].lower()} transmission (joint and "
+                           f"fixed-tendon transmissions only)")
         j = int(m.actuator_trnid[a, 0])
-        if int(m.jnt_type[j]) not in (mj.mjtJoint.mjJNT_HINGE, mj.mjtJoint.mjJNT_SLIDE):
+        if trn == mj.mjtTrn.mjTRN_JOINT and int(m.jnt_type[j]) not in (mj.mjtJoint.mjJNT_HINGE,
+                                                                        mj.mjtJoint.mjJNT_SLIDE):
             raise c.refuse(f"{where}: a transmission to the ball / free joint {c.joint_names[j]!r}")
         if int(m.actuator_dyntype[a]) != mj.mjtDyn.mjDYN_NONE:
             raise c.refuse(f"{where}: attribute dyntype={mj.mjtDyn(int(m.actuator_dyntype[a])).name.split('_', 1)[1].lower()!r} "
@@ -227,7 +256,7 @@ def _compile(path: str | os.PathLike, balance_inertia: bool):
 
 
 def load_mjcf(path: str | os.PathLike, *, limits: bool = True, balance_inertia: bool = False,
-              quaternions: bool = True) -> ArticulatedBody:
+              quaternions: bool = True, equality: str = "error") -> ArticulatedBody:
     """Load an MJCF (MuJoCo XML) file, compiled by MuJoCo, as an :class:`~pbframework.model.ArticulatedBody`.
 
     Args:
@@ -238,6 +267,10 @@ def load_mjcf(path: str | os.PathLike, *, limits: bool = True, balance_inertia: 
             inequality set to their mean), as ``<compiler balanceinertia="true">`` does.
         quaternions: MJCF ``ball`` and ``free`` joints as pbframework's ``ball`` and ``free`` (unit quaternions);
             ``False``: as the Euler-angle joints ``spherical`` and ``floating``.
+        equality: what to do with ``<equality>`` constraints (joint couplings, loop closures), which this
+            package does not represent: ``"error"`` (default) refuses the file; ``"disable"`` loads the model
+            without them -- MuJoCo's own ``<flag equality="disable"/>`` -- and names them in an
+            :class:`EqualityDisabled` warning. A file whose flags already disable them loads either way.
 
     Returns:
         The model, named after ``<mujoco model>``, with MuJoCo's gravity, its passive forces and actuators in
@@ -249,8 +282,10 @@ def load_mjcf(path: str | os.PathLike, *, limits: bool = True, balance_inertia: 
             element the mapping does not support (named, with the attribute).
     """
     mj, m, src = _compile(path, balance_inertia)
+    if equality not in ("error", "disable"):
+        raise ModelError(f"load_mjcf: equality must be 'error' or 'disable', got {equality!r}")
     c = _Compiled(mj, m, src)
-    _check_supported(c)
+    _check_supported(c, equality)
     disabled = int(m.opt.disableflags)
     off = lambda flag: bool(disabled & int(flag))  # noqa: E731
     links: list[Link] = []
@@ -270,7 +305,10 @@ def load_mjcf(path: str | os.PathLike, *, limits: bool = True, balance_inertia: 
         T_off = X[parent] @ _pose(m.body_pos[b], m.body_quat[b])   # body frame before its joints
         if m.body_weldid[b] == 0:                                   # static: welded to the world
             X[b], link_of[b] = T_off, WORLD
-            _static_geoms(c, b, T_off, obstacles, geoms_unsupported)
+            if m.body_mocapid[b] >= 0:     # moved by the user in MuJoCo: not a fixed obstacle here
+                geoms_unsupported += [f"{_geom_label(c, g)} (a mocap body)" for g in _geoms(m, b) if _colliding(m, g)]
+            else:
+                _static_geoms(c, b, T_off, obstacles, geoms_unsupported)
             continue
         parent_link = link_of[parent]
         jadr, jnum = int(m.body_jntadr[b]), int(m.body_jntnum[b])
@@ -428,6 +466,10 @@ def _geom_label(c: _Compiled, g: int) -> str:
         f"{kind} number {g} of body {c.body_names[int(c.m.geom_bodyid[g])]!r}"
 
 
+def _geoms(m, b: int) -> range:
+    return range(int(m.body_geomadr[b]), int(m.body_geomadr[b]) + int(m.body_geomnum[b]))
+
+
 def _colliding(m, g: int) -> bool:
     return bool(m.geom_contype[g] or m.geom_conaffinity[g])
 
@@ -513,6 +555,13 @@ def _actuator_params(c: _Compiled, dof_coord: dict[int, str], off) -> dict[str, 
     clamp_ctrl = not off(mj.mjtDisableBit.mjDSBL_CLAMPCTRL)
     for a in range(m.nu):
         j = int(m.actuator_trnid[a, 0])
+        if int(m.actuator_trntype[a]) == mj.mjtTrn.mjTRN_JOINT:
+            joints = {dof_coord[int(m.jnt_dofadr[j])]: 1.0}
+        else:                                   # a fixed tendon: length = sum coef q
+            joints = {}
+            for w in range(int(m.tendon_adr[j]), int(m.tendon_adr[j]) + int(m.tendon_num[j])):
+                name = dof_coord[int(m.jnt_dofadr[int(m.wrap_objid[w])])]
+                joints[name] = joints.get(name, 0.0) + float(m.wrap_prm[w])
         gain = np.zeros(3)
         gain[0] = m.actuator_gainprm[a, 0]
         if int(m.actuator_gaintype[a]) == mj.mjtGain.mjGAIN_AFFINE:
@@ -521,7 +570,7 @@ def _actuator_params(c: _Compiled, dof_coord: dict[int, str], off) -> dict[str, 
             np.array(m.actuator_biasprm[a, :3], float)
         acts.append({
             "name": m.actuator(a).name or f"actuator{a}",
-            "dof": dof_coord[int(m.jnt_dofadr[j])],
+            "joints": joints,
             "gear": float(m.actuator_gear[a, 0]),
             "gain": gain.tolist(), "bias": bias.tolist(),
             "ctrlrange": [float(v) for v in m.actuator_ctrlrange[a]] if (m.actuator_ctrllimited[a] and clamp_ctrl)

@@ -1,11 +1,13 @@
 """MuJoCo actuators on joints (issue 25): the control vector ``ctrl`` is the step's input ``u``.
 
-One force model holds all of a model's actuators, in MuJoCo's order. Actuator ``a`` acts on one hinge or
-slide coordinate ``q`` through its ``gear`` (MuJoCo's joint transmission): with the actuator's length
-``L = gear q`` and velocity ``V = gear qd``, and ``c`` its control clamped to ``ctrlrange``::
+One force model holds all of a model's actuators, in MuJoCo's order. Actuator ``a`` acts through its
+``gear`` on a length ``l = sum_i c_i q_i`` of hinge and slide coordinates (``joints = {q_i: c_i}``: one
+coordinate with ``c = 1`` for MuJoCo's joint transmission, the coefficients of a fixed tendon for a tendon
+transmission): with the actuator's length ``L = gear l`` and velocity ``V = gear ldot``, and ``c`` its
+control clamped to ``ctrlrange``::
 
     F = (g0 + g1 L + g2 V) c + b0 + b1 L + b2 V          (MuJoCo's affine gain and bias)
-    F = clamp(F, forcerange),  tau_q += gear F
+    F = clamp(F, forcerange),  tau_{q_i} += gear c_i F
 
 then the total on each coordinate is clamped to its joint's ``actuatorfrcrange``. MJCF's ``motor``
 (``g = (1, 0, 0)``, ``b = 0``), ``position`` (``g0 = kp``, ``b = (0, -kp, -kv)``), ``velocity``
@@ -18,9 +20,9 @@ step (zero-order hold, as ``mj_step`` holds ``data.ctrl``), given to :meth:`~pbf
 through ``ctrl`` -- a constant vector or a Python callable ``ctrl(t, q, qd)`` evaluated at the state each step
 starts from -- and an argument of ``sim.step_function()`` and of the exported C step.
 
-Potential form (for ``pbad``): with the backward-Euler velocity ``V = gear (q_{k+1} - q_k) / dt`` the force
-``F`` is affine in ``q_{k+1}``, ``F = s(q_{k+1})``, and ``Q = -gear (q_{k+1} - q_k) mean(clamp(s))`` over
-``[s(q_k), s(q_{k+1})]`` is its exact integral: the actuator is implicit in the step, so a stiff position
+Potential form (for ``pbad``): with the backward-Euler velocity ``V = gear (l_{k+1} - l_k) / dt`` the force
+``F`` is affine in ``l_{k+1}``, ``F = s(l_{k+1})``, and ``Q = -gear (l_{k+1} - l_k) mean(clamp(s))`` over
+``[s(l_k), s(l_{k+1})]`` is its exact integral (its gradient in ``q_{k+1}`` is ``-tau``): the actuator is implicit in the step, so a stiff position
 servo stays stable at large steps. A clamp on a joint's total (``joint_force_range``) has no such integral;
 the model then offers the generalised-force form only.
 """
@@ -38,7 +40,7 @@ from pbframework.model import ArticulatedBody
 
 from ._common import cached_function, resolve_dofs, velocity_indices
 
-_KEYS = ("name", "dof", "gear", "gain", "bias", "ctrlrange", "forcerange")
+_KEYS = ("name", "joints", "gear", "gain", "bias", "ctrlrange", "forcerange")
 
 
 def _range(who: str, what: str, r: Any) -> tuple[float, float] | None:
@@ -61,7 +63,8 @@ class MjActuators(ForceModel):
     """MuJoCo's joint actuators (module docstring).
 
     Args:
-        actuators: one mapping per actuator with ``name``, ``dof`` (a hinge or slide coordinate name),
+        actuators: one mapping per actuator with ``name``, ``joints`` (``{hinge or slide coordinate name:
+            coefficient}``),
             ``gear`` (a number), ``gain`` and ``bias`` (three numbers each: ``g0 g1 g2``, ``b0 b1 b2``),
             ``ctrlrange`` and ``forcerange`` (``(low, high)`` or ``None``: unclamped).
         joint_force_range: ``{coordinate name: (low, high)}``: clamps on the total actuator force per joint
@@ -90,9 +93,13 @@ class MjActuators(ForceModel):
             gain, bias = np.asarray(a["gain"], float).reshape(-1), np.asarray(a["bias"], float).reshape(-1)
             if gain.shape != (3,) or bias.shape != (3,) or not np.all(np.isfinite(np.r_[gain, bias, gear])):
                 raise ValueError(f"{where}: gear must be a finite number, gain and bias three finite numbers each")
-            if not isinstance(a["dof"], str):
-                raise ValueError(f"{where}: dof must be a coordinate name, got {a['dof']!r}")
-            self.actuators.append({"name": str(a["name"]), "dof": a["dof"], "gear": gear, "gain": gain.tolist(),
+            joints = a["joints"]
+            if (not isinstance(joints, Mapping) or not joints or not all(isinstance(k, str) for k in joints)
+                    or not all(np.isfinite(float(v)) for v in joints.values())):
+                raise ValueError(f"{where}: joints must be a non-empty mapping {{coordinate name: finite "
+                                 f"coefficient}}, got {joints!r}")
+            self.actuators.append({"name": str(a["name"]), "joints": {str(k): float(v) for k, v in joints.items()},
+                                   "gear": gear, "gain": gain.tolist(),
                                    "bias": bias.tolist(), "ctrlrange": _range(where, "ctrlrange", a["ctrlrange"]),
                                    "forcerange": _range(where, "forcerange", a["forcerange"])})
         self.joint_force_range = {str(k): _range(f"{who}: joint_force_range[{k!r}]", "the range", v)
@@ -137,13 +144,21 @@ class MjActuators(ForceModel):
         return c
 
     # -- set-up ----------------------------------------------------------------------------------------------
-    def _indices(self, model: ArticulatedBody) -> tuple[list[int], list[int]]:
-        """Per actuator: its coordinate's index into q and into v."""
-        idx = [resolve_dofs(self.name, model, (a["dof"],))[0] for a in self.actuators]
-        vidx = [velocity_indices(self.name, model, [i])[0] for i in idx]
+    def _moments(self, model: ArticulatedBody) -> list[list[tuple[int, int, float]]]:
+        """Per actuator: ``(index into q, index into v, coefficient)`` of each coordinate of its length."""
+        out = []
+        for a in self.actuators:
+            idx = resolve_dofs(self.name, model, tuple(a["joints"]))
+            vidx = velocity_indices(self.name, model, idx)
+            out.append([(i, vi, c) for i, vi, c in zip(idx, vidx, a["joints"].values())])
         for k in self.joint_force_range:
             resolve_dofs(self.name, model, (k,))
-        return idx, vidx
+        return out
+
+    @staticmethod
+    def _length(moment, x, velocity: bool = False):
+        """``sum c x_i`` over the actuator's coordinates (``x`` a configuration, or a velocity)."""
+        return sum(c * x[vi if velocity else i] for i, vi, c in moment)
 
     def _force(self, a: dict, length, velocity, c):
         g, b = a["gain"], a["bias"]
@@ -154,11 +169,12 @@ class MjActuators(ForceModel):
     def generalized_force(self, model, q, qd, t, u=None):
         def build() -> ca.Function:
             qs, qds, us = ca.SX.sym("q", model.nq), ca.SX.sym("qd", model.nv), ca.SX.sym("u", len(self.actuators))
-            idx, vidx = self._indices(model)
             tau = [ca.SX(0)] * model.nv
-            for k, (a, i, vi) in enumerate(zip(self.actuators, idx, vidx)):
-                c = _clamp(us[k], a["ctrlrange"])
-                tau[vi] = tau[vi] + a["gear"] * self._force(a, a["gear"] * qs[i], a["gear"] * qds[vi], c)
+            for k, (a, mom) in enumerate(zip(self.actuators, self._moments(model))):
+                c, gear = _clamp(us[k], a["ctrlrange"]), a["gear"]
+                F = self._force(a, gear * self._length(mom, qs), gear * self._length(mom, qds, True), c)
+                for _, vi, coef in mom:
+                    tau[vi] = tau[vi] + gear * coef * F
             for dof, r in self.joint_force_range.items():
                 i = resolve_dofs(self.name, model, (dof,))[0]
                 vi = velocity_indices(self.name, model, [i])[0]
@@ -174,13 +190,13 @@ class MjActuators(ForceModel):
         def build() -> ca.Function:
             qn, qc = ca.SX.sym("q_next", model.nq), ca.SX.sym("q_cur", model.nq)
             h, us = ca.SX.sym("dt"), ca.SX.sym("u", len(self.actuators))
-            idx, _ = self._indices(model)
             Q = ca.SX(0)
-            for k, (a, i) in enumerate(zip(self.actuators, idx)):
+            for k, (a, mom) in enumerate(zip(self.actuators, self._moments(model))):
                 c, gear = _clamp(us[k], a["ctrlrange"]), a["gear"]
-                s1 = self._unclamped(a, gear * qn[i], gear * (qn[i] - qc[i]) / h, c)
-                s0 = self._unclamped(a, gear * qc[i], 0.0, c)   # the same affine s(q) at q = q_k
-                Q = Q - gear * (qn[i] - qc[i]) * _mean_clamp(s0, s1, a["forcerange"])
+                ln, lc = self._length(mom, qn), self._length(mom, qc)
+                s1 = self._unclamped(a, gear * ln, gear * (ln - lc) / h, c)
+                s0 = self._unclamped(a, gear * lc, 0.0, c)   # the same affine s(l) at l = l_k
+                Q = Q - gear * (ln - lc) * _mean_clamp(s0, s1, a["forcerange"])
             return ca.Function("mj_actuators_Q", [qn, qc, h, us], [Q], ["q_next", "q_cur", "dt", "u"], ["Q"])
 
         return cached_function(model, self, "Q", build)(q_next, q_cur, dt, self._u(u))
