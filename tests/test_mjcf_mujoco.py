@@ -211,8 +211,8 @@ def test_frictionloss_is_a_smooth_dry_friction_model(tmp_path):
 
 def test_an_actuated_arm_simulates_with_ctrl_as_the_input(tmp_path):
     model = pbf.load_mjcf(write(tmp_path, "arm.xml", ARM))
-    sim = pbf.Simulator(model, "rk4", dt=0.002, forces=["gravity", ("mj_actuators", {
-        **dict(model.default_forces)["mj_actuators"], "ctrl": lambda t, q, qd: [0.5, 0.3, 0.0, 0.0]})])
+    sim = pbf.Simulator(model, "rk4", dt=0.002,
+                        forces=["gravity", pbf.io.actuator_force(model, lambda t, q, qd: [0.5, 0.3, 0.0, 0.0])])
     assert sim.problem.nu == 4
     tr = sim.rollout(model.neutral(), np.zeros(model.nv), duration=0.2)
     assert tr.status.value == "ok" and np.all(np.isfinite(tr.q))
@@ -251,3 +251,50 @@ def test_a_fixed_tendon_actuator_and_an_equality_disabled_on_request(tmp_path, r
     with warnings.catch_warnings():                                 # MuJoCo's own flag: loads, nothing to warn
         warnings.simplefilter("error", pbf.io.mjcf.EqualityDisabled)
         pbf.load_mjcf(write(tmp_path, "flagged.xml", disabled))
+
+
+SPRINGS = """<mujoco><option gravity="0 0 -9.81"/><worldbody>
+  <body name="a" gravcomp="0.4"><joint name="j" axis="1 0 0" stiffness="6" springref="0.3"/>
+    <geom type="capsule" fromto="0 0 0 0 0.3 0" size="0.03"/>
+    <body name="b" pos="0 0.3 0"><joint name="k" type="slide" axis="0 1 0" stiffness="40"/>
+      <geom type="sphere" size="0.05"/></body></body></worldbody></mujoco>"""
+
+
+def test_springs_and_gravity_compensation_store_energy_damping_and_friction_dissipate(tmp_path):
+    model = pbf.load_mjcf(write(tmp_path, "springs.xml", SPRINGS))
+    q0, v0 = np.array([0.8, 0.05]), np.array([0.0, 0.3])
+    tr = pbf.Simulator(model, "rk4", dt=1e-3).rollout(q0, v0, duration=1.0)
+    assert tr.status.value == "ok" and np.ptp(tr.energy) < 1e-7 * np.abs(tr.energy).max()   # stored: conserved
+    damped = pbf.load_mjcf(write(tmp_path, "damped.xml", SPRINGS.replace('stiffness="6"',
+                                                                          'stiffness="6" damping="0.2" frictionloss="0.05"')))
+    assert [n for n, _ in damped.default_forces] == ["joint_damping", "joint_stiffness", "gravity_compensation",
+                                                     "joint_friction"]
+    tr = pbf.Simulator(damped, "rk4", dt=1e-3).rollout(q0, v0, duration=1.0)
+    assert tr.status.value == "ok" and np.all(np.diff(tr.energy) <= 1e-9) and tr.energy[-1] < tr.energy[0] - 0.05
+    for integrator in ("pbad",):                    # the potential forms: implicit, never gaining energy
+        tr = pbf.Simulator(damped, integrator, dt=0.05).rollout(q0, v0, duration=2.0)
+        assert tr.status.value == "ok" and np.all(np.diff(tr.energy[1:]) <= 1e-9)
+
+
+def test_disable_flags_load_the_model_as_mujoco_runs_it(tmp_path):
+    path = write(tmp_path, "arm.xml", ARM)
+    names = [n for n, _ in pbf.load_mjcf(path, disable=("constraint",)).default_forces]
+    assert "joint_limits" not in names and "joint_friction" not in names and "joint_damping" in names
+    names = [n for n, _ in pbf.load_mjcf(path, disable=("damper", "spring", "actuation")).default_forces]
+    assert names == ["joint_limits", "gravity_compensation", "joint_friction"]
+    assert pbf.load_mjcf(path, disable=["gravity"]).gravity.tolist() == [0, 0, 0]
+    with pytest.raises(ModelError, match=r"disable must be a list of MuJoCo flag names \(constraint, equality"):
+        pbf.load_mjcf(path, disable=("friction",))
+    with pytest.raises(ModelError, match="disable must be a list"):
+        pbf.load_mjcf(path, disable="constraint")
+
+
+def test_actuator_force_drives_the_model_with_ctrl(tmp_path):
+    model = pbf.load_mjcf(write(tmp_path, "arm.xml", ARM))
+    f = pbf.io.actuator_force(model, [0.5, 0.2, -0.1, 1.0])
+    assert f.name == "mj_actuators" and f.n_inputs(model) == 4
+    np.testing.assert_array_equal(f.input_values(model, 0.0, model.neutral(), np.zeros(model.nv)), [0.5, 0.2, -0.1, 1.0])
+    with pytest.raises(ValueError, match=r"ctrl must be 4 finite numbers"):
+        pbf.io.actuator_force(model, [1.0])
+    with pytest.raises(ModelError, match="has no MuJoCo actuators"):
+        pbf.io.actuator_force(pbf.load_mjcf(write(tmp_path, "s.xml", SPRINGS)))

@@ -55,14 +55,14 @@ import os
 import warnings
 import xml.etree.ElementTree as ET
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterable
 
 import numpy as np
 
 from ..limits import default_forces as limit_forces
 from ..model import WORLD, ArticulatedBody, Joint, JointType, Link, ModelError, Shape
 
-__all__ = ["load_mjcf", "to_mujoco", "from_mujoco", "mujoco_velocity_map", "UnsupportedGeoms", "EqualityDisabled", "MJCF_JOINT_TYPES", "mujoco_module"]
+__all__ = ["load_mjcf", "actuator_force", "to_mujoco", "from_mujoco", "mujoco_velocity_map", "UnsupportedGeoms", "EqualityDisabled", "MJCF_JOINT_TYPES", "mujoco_module"]
 
 MJCF_JOINT_TYPES = ("hinge", "slide", "ball", "free")
 """The MJCF joint types :func:`load_mjcf` reads (all of MuJoCo's)."""
@@ -226,7 +226,12 @@ def _check_supported(c: _Compiled, equality: str) -> None:
             raise c.refuse(f"{where}: a plug-in actuator")
 
 
-def _compile(path: str | os.PathLike, balance_inertia: bool):
+DISABLE_FLAGS = ("constraint", "equality", "frictionloss", "limit", "contact", "spring", "damper", "gravity",
+                 "clampctrl", "actuation")
+"""The names :func:`load_mjcf`'s ``disable`` takes: MuJoCo's ``<option><flag NAME="disable"/>``."""
+
+
+def _compile(path: str | os.PathLike, balance_inertia: bool, disable: tuple[str, ...] = ()):
     mj = mujoco_module()
     src = os.fspath(path)
     p = Path(src)
@@ -244,6 +249,8 @@ def _compile(path: str | os.PathLike, balance_inertia: bool):
         spec = mj.MjSpec.from_file(str(p))
         if balance_inertia:
             spec.compiler.balanceinertia = True
+        for name in disable:
+            spec.option.disableflags |= int(getattr(mj.mjtDisableBit, f"mjDSBL_{name.upper()}"))
         return mj, spec.compile(), src
     except (ValueError, RuntimeError) as exc:
         text = " ".join(str(exc).split())
@@ -256,7 +263,7 @@ def _compile(path: str | os.PathLike, balance_inertia: bool):
 
 
 def load_mjcf(path: str | os.PathLike, *, limits: bool = True, balance_inertia: bool = False,
-              quaternions: bool = True, equality: str = "error") -> ArticulatedBody:
+              quaternions: bool = True, equality: str = "error", disable: Iterable[str] = ()) -> ArticulatedBody:
     """Load an MJCF (MuJoCo XML) file, compiled by MuJoCo, as an :class:`~pbframework.model.ArticulatedBody`.
 
     Args:
@@ -271,6 +278,9 @@ def load_mjcf(path: str | os.PathLike, *, limits: bool = True, balance_inertia: 
             package does not represent: ``"error"`` (default) refuses the file; ``"disable"`` loads the model
             without them -- MuJoCo's own ``<flag equality="disable"/>`` -- and names them in an
             :class:`EqualityDisabled` warning. A file whose flags already disable them loads either way.
+        disable: MuJoCo flags to disable as if the file said ``<option><flag NAME="disable"/></option>``
+            (:data:`DISABLE_FLAGS`), e.g. ``("constraint",)`` to load a model the way MuJoCo runs it without
+            constraints: no ``joint_limits``, no ``joint_friction`` (frictionloss), equality constraints inert.
 
     Returns:
         The model, named after ``<mujoco model>``, with MuJoCo's gravity, its passive forces and actuators in
@@ -281,7 +291,10 @@ def load_mjcf(path: str | os.PathLike, *, limits: bool = True, balance_inertia: 
         ModelError: MuJoCo's compiler rejects the file (its message, after the file name), or the file uses an
             element the mapping does not support (named, with the attribute).
     """
-    mj, m, src = _compile(path, balance_inertia)
+    if isinstance(disable, str) or not all(isinstance(x, str) and x in DISABLE_FLAGS for x in disable):
+        raise ModelError(f"load_mjcf: disable must be a list of MuJoCo flag names ({', '.join(DISABLE_FLAGS)}), "
+                         f"got {disable!r}")
+    mj, m, src = _compile(path, balance_inertia, tuple(disable))
     if equality not in ("error", "disable"):
         raise ModelError(f"load_mjcf: equality must be 'error' or 'disable', got {equality!r}")
     c = _Compiled(mj, m, src)
@@ -376,6 +389,7 @@ def load_mjcf(path: str | os.PathLike, *, limits: bool = True, balance_inertia: 
                       f"{', '.join(geoms_unsupported[:8])}{' ...' if len(geoms_unsupported) > 8 else ''}",
                       UnsupportedGeoms, stacklevel=2)
     gravity = np.zeros(3) if off(mj.mjtDisableBit.mjDSBL_GRAVITY) else np.array(m.opt.gravity, float)
+    limits = limits and not off(mj.mjtDisableBit.mjDSBL_LIMIT) and not off(mj.mjtDisableBit.mjDSBL_CONSTRAINT)
     forces: list[tuple[str, dict[str, Any]]] = list(limit_forces(joints, limits))
     forces += _passive_forces(c, dof_coord, gravcomp, off, quaternions)
     if m.nu and not off(mj.mjtDisableBit.mjDSBL_ACTUATION):
@@ -595,3 +609,19 @@ def mujoco_velocity_map(model: ArticulatedBody, q) -> np.ndarray:
             block[:3, :3] = _rotation_xyzw(q[model.joint_q_index[name]][3:7])
         T[da:da + n, vs] = block
     return T
+
+
+def actuator_force(model: ArticulatedBody, ctrl=None):
+    """The ``mj_actuators`` force of a model from :func:`load_mjcf` driven by ``ctrl`` (MuJoCo's ``data.ctrl``):
+    ``None`` (zeros), ``nu`` numbers, or a Python callable ``ctrl(t, q, qd) -> nu numbers`` evaluated at the
+    start of every step (held over the step, as ``mj_step`` holds ``data.ctrl``). Pass it among a Simulator's
+    ``forces``; it replaces the model's default (zero-control) actuators::
+
+        sim = pbf.Simulator(model, "rk4", dt=5e-4, forces=["gravity", actuator_force(model, policy)])
+    """
+    from ..forces import force_model
+
+    params = dict(model.default_forces).get("mj_actuators")
+    if params is None:
+        raise ModelError(f"model {model.name!r} has no MuJoCo actuators (no mj_actuators in its default forces)")
+    return force_model("mj_actuators", **{**params, "ctrl": ctrl})
