@@ -4,7 +4,7 @@ Usage::
 
     python benchmarks/menagerie_rollout.py [--duration 2] [--menagerie PATH]
 
-Two robots written the way Menagerie writes them (``ARM``: a 7-joint arm with ``position`` actuators,
+Two robots written the way Menagerie writes them (``examples/data/arm7.xml``: a 7-joint arm with ``position`` actuators,
 ``forcerange``, damping and armature; ``QUADRUPED``: a free-floating base with 12 ``motor`` actuators, damped
 and armatured legs), or with ``--menagerie PATH`` Menagerie's own ``franka_emika_panda/panda_nohand.xml`` and
 ``anybotics_anymal_c/anymal_c.xml``. MuJoCo's constraints are off (``<flag constraint="disable"/>``:
@@ -32,37 +32,8 @@ import numpy as np
 import pbframework as pbf
 from pbframework.io import actuator_force, from_mujoco
 
-ARM = """<mujoco model="arm7">
-  <compiler angle="radian"/>
-  <option timestep="0.0005" integrator="RK4"><flag constraint="disable"/></option>
-  <default>
-    <joint damping="2" armature="0.1" range="-2.8 2.8"/>
-    <position kp="300" kv="30" forcerange="-80 80" ctrlrange="-2.8 2.8"/>
-    <geom type="capsule" size="0.05" density="1500"/>
-  </default>
-  <worldbody>
-    <body name="link0"><geom type="cylinder" size="0.08 0.05"/>
-      <body name="link1" pos="0 0 0.2"><joint name="j1" axis="0 0 1"/><geom fromto="0 0 0 0 0 0.2"/>
-        <body name="link2" pos="0 0 0.2"><joint name="j2" axis="0 1 0"/><geom fromto="0 0 0 0 0 0.3"/>
-          <body name="link3" pos="0 0 0.3"><joint name="j3" axis="0 0 1"/><geom fromto="0 0 0 0.08 0 0.2"/>
-            <body name="link4" pos="0.08 0 0.2"><joint name="j4" axis="0 -1 0" range="-3 0"/>
-              <geom fromto="0 0 0 -0.08 0 0.25"/>
-              <body name="link5" pos="-0.08 0 0.25"><joint name="j5" axis="0 0 1" damping="1"/>
-                <geom fromto="0 0 0 0 0 0.15" size="0.04"/>
-                <body name="link6" pos="0 0 0.15"><joint name="j6" axis="0 -1 0" range="-0.1 3.7" damping="1"/>
-                  <geom fromto="0 0 0 0.08 0 0" size="0.04"/>
-                  <body name="link7" pos="0.08 0 0" euler="3.14159 0 0">
-                    <joint name="j7" axis="0 0 1" damping="0.5" armature="0.05"/>
-                    <geom type="box" size="0.04 0.04 0.02" pos="0 0 0.05"/>
-                  </body></body></body></body></body></body></body></body>
-  </worldbody>
-  <actuator>
-    <position name="a1" joint="j1"/><position name="a2" joint="j2"/><position name="a3" joint="j3"/>
-    <position name="a4" joint="j4" ctrlrange="-3 0"/><position name="a5" joint="j5" kp="100" kv="10"/>
-    <position name="a6" joint="j6" kp="100" kv="10" ctrlrange="-0.1 3.7"/>
-    <position name="a7" joint="j7" kp="30" kv="3" forcerange="-12 12"/>
-  </actuator>
-</mujoco>"""
+ARM = Path(__file__).resolve().parents[1] / "examples" / "data" / "arm7.xml"
+"""The arm: MuJoCo Menagerie's style (position actuators with forcerange, damping, armature)."""
 
 QUADRUPED = """<mujoco model="quadruped">
   <option timestep="0.0005" integrator="RK4"><flag constraint="disable"/></option>
@@ -162,9 +133,8 @@ def main(argv=None) -> int:
         robots = [("arm", args.menagerie / "franka_emika_panda" / "panda_nohand.xml"),
                   ("quadruped", args.menagerie / "anybotics_anymal_c" / "anymal_c.xml")]
     else:
-        (tmp / "arm.xml").write_text(ARM)
         (tmp / "quadruped.xml").write_text(quadruped_xml())
-        robots = [("arm", tmp / "arm.xml"), ("quadruped", tmp / "quadruped.xml")]
+        robots = [("arm", ARM), ("quadruped", tmp / "quadruped.xml")]
     dt = 5e-4
     ok = True
     print(f"RK4 at {dt * 1e3:g} ms for {args.duration:g} s, MuJoCo's constraints off, the same ctrl sequence")

@@ -169,3 +169,16 @@ def _check_chain_slide(out: Path, stdout: str) -> None:
 
 
 CHECKS["chain_slide"] = _check_chain_slide
+
+
+def _check_mjcf_arm(out: Path, stdout: str) -> None:
+    results = json.loads((out / "mjcf_arm.json").read_text())
+    assert (out / "mjcf_arm.png").stat().st_size > 0
+    runs = results["runs"]
+    assert all(r["status"] == "ok" for r in runs.values()), runs
+    assert runs["rk4 0.5 ms"]["final_deviation_from_mujoco_rad"] < 1e-9, runs      # the same RK4 as MuJoCo
+    assert runs["pbad3 10 ms"]["final_deviation_from_mujoco_rad"] < 0.01, runs
+    assert "forces from the file: joint_damping, mj_actuators" in stdout
+
+
+CHECKS["mjcf_arm"] = _check_mjcf_arm
