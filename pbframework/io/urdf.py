@@ -56,6 +56,7 @@ from typing import Sequence
 
 import numpy as np
 
+from ..display import urdf_display
 from ..limits import default_forces
 from ..model import (DEFAULT_GRAVITY, WORLD, ArticulatedBody, Joint, JointType, Link, ModelError, Shape,
                      balance_inertia, rpy_to_matrix)
@@ -560,4 +561,6 @@ def load_urdf(path: str | os.PathLike, floating_base: bool | str = False, *, lim
                                  f"has a joint of that name")
             edges.insert(0, _Edge(ROOT_JOINT, base_type, WORLD, root_link, np.eye(4)))
     name = root.get("name") or Path(src).stem
-    return _assemble(bodies, edges, src, name, limits=limits, balance=balance_inertia)
+    model = _assemble(bodies, edges, src, name, limits=limits, balance=balance_inertia)
+    model.display = urdf_display(model, root, src)         # <visual> elements: drawing only (pbframework.display)
+    return model
