@@ -39,16 +39,20 @@ if TYPE_CHECKING:
     import xml.etree.ElementTree as ET
 
 __all__ = ["VisualType", "Visual", "Display", "display_geometry", "urdf_display", "inertia_visuals",
-           "visual_mesh", "load_mesh", "MeshesMissing", "missing_extra"]
+           "visual_mesh", "load_mesh", "MeshesMissing", "MissingExtra", "missing_extra"]
+
+
+class MissingExtra(ImportError):
+    """An optional package is not installed; the message names the pip command that installs it."""
 
 
 class MeshesMissing(UserWarning):
     """Mesh files named by a model are not there (or cannot be read); their links are drawn as primitives."""
 
 
-def missing_extra(extra: str, what: str, package: str) -> ImportError:
+def missing_extra(extra: str, what: str, package: str) -> MissingExtra:
     """The one-line error for an optional package that is not installed: names the pip command."""
-    return ImportError(f"{what} needs the optional package {package!r}: pip install 'pbframework[{extra}]'")
+    return MissingExtra(f"{what} needs the optional package {package!r}: pip install 'pbframework[{extra}]'")
 
 
 class VisualType(str, enum.Enum):
@@ -318,6 +322,7 @@ def load_mesh(path: Path, max_faces: int | None = None) -> tuple[np.ndarray, np.
     if mesh.is_empty:
         raise ModelError(f"mesh {str(path)!r}: no triangles")
     if max_faces is not None and len(mesh.faces) > max_faces:
+        mesh.merge_vertices()                                     # shared vertices, so edges can collapse
         try:
             mesh = mesh.simplify_quadric_decimation(face_count=max_faces)
         except ImportError:
