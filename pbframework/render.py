@@ -178,7 +178,8 @@ def render(traj, out: str | Path, *, model: ArticulatedBody | None = None, fps: 
     tris = [V[F] for _, V, F in parts]                                               # faces x 3 x 3, link frame
     owner = np.concatenate([np.full(len(x), i) for (i, _, _), x in zip(parts, tris)]) if tris else np.zeros(0, int)
     local = np.concatenate(tris) if tris else np.zeros((0, 3, 3))
-    base_rgb = np.concatenate([np.tile(_rgb(c), (len(x), 1)) for c, x in zip(colors, tris)]) if tris else np.zeros((0, 3))
+    base_rgb = (np.concatenate([np.tile(_rgb(c), (len(x), 1)) for c, x in zip(colors, tris)]) if tris
+                else np.zeros((0, 3)))
     contacts = (np.asarray(contact_positions(model).map(len(Q))(Q.T)).reshape(3, len(Q), -1).transpose(1, 2, 0)
                 if model.n_contacts else np.zeros((len(Q), 0, 3)))
 

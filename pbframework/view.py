@@ -86,6 +86,8 @@ class Viewer:
         trajectories: the trajectories shown (a batch's first :data:`MAX_OVERLAY`).
         times: the timeline's sample times (the longest trajectory's).
         title: one line naming the model and the run.
+        marks: the timeline's marks, ``(sample, label)``: its ends and the first failure (``"failure"``).
+        first_failure: ``(trajectory, time, sample)`` of the earliest failure, or None.
     """
 
     def __init__(self, trajs: list, model: ArticulatedBody, host: str, port: int) -> None:
@@ -168,8 +170,8 @@ class Viewer:
             extent = max(float(np.ptp(np.concatenate([p.reshape(-1, 3) for p in self._P]), axis=0)[:2].max()), 1.0)
             scene.add_grid("/ground", width=2 * extent, height=2 * extent, plane="xy")
             self.contacts = [scene.add_point_cloud(f"/traj{m}/contacts", np.zeros((model.n_contacts, 3)),
-                                                   np.tile([[0, 0, 0]], (model.n_contacts, 1)), point_size=0.03,
-                                                   point_shape="circle")
+                                                   np.zeros((model.n_contacts, 3), np.uint8), point_size=0.03,
+                                                   precision="float32", point_shape="circle")
                              for m in range(len(self.trajectories))]
 
     @staticmethod
@@ -192,7 +194,8 @@ class Viewer:
             k = int(np.clip(np.searchsorted(self.times, ft - 1e-12), 0, n - 1))
             self.first_failure = (m, float(ft), k)
             marks.append((k, "failure"))
-        self.slider = gui.add_slider("Sample", 0, max(n - 1, 1), 1, 0, marks=tuple(marks))
+        self.marks = tuple(marks)
+        self.slider = gui.add_slider("Sample", 0, max(n - 1, 1), 1, 0, marks=self.marks)
         self.time_text = gui.add_text("t [s]", "0", disabled=True)
         self.play = gui.add_checkbox("Play", False)
         self.speed = gui.add_dropdown("Speed", ("0.1", "0.25", "0.5", "1", "2", "4"), initial_value="1")
@@ -202,9 +205,9 @@ class Viewer:
             gui.add_markdown(status[0])
         else:
             ok = sum(tr.ok for tr in self.trajectories)
-            gui.add_markdown(f"{ok} of {len(status)} trajectories ok"
-                             + (f"; first failure: trajectory {self.first_failure[0]} at t={self.first_failure[1]:.4g} s"
-                                if self.first_failure else "."))
+            first = (f"; first failure: trajectory {self.first_failure[0]} at t={self.first_failure[1]:.4g} s"
+                     if self.first_failure else ".")
+            gui.add_markdown(f"{ok} of {len(status)} trajectories ok{first}")
         E = np.full((len(self.trajectories), n), np.nan)
         for m, tr in enumerate(self.trajectories):
             E[m, :len(tr.energy)] = tr.energy
@@ -219,7 +222,8 @@ class Viewer:
             data.append(fail)
             series.append(uplot.Series(label="first failure", stroke="red", width=0,
                                        points=uplot.Series_Points(show=True, size=10, fill="red")))
-        self.energy_plot = gui.add_uplot(tuple(data), tuple(series), title="Energy", aspect=1.6)
+        self.energy_plot = gui.add_uplot(tuple(data), tuple(series), title="Energy", aspect=1.6,
+                                          scales={"x": {"time": False}})
         outcome = np.full((len(self.trajectories), max(n - 1, 1)), np.nan)
         for m, tr in enumerate(self.trajectories):
             oc = np.asarray(tr.stats.get("outcome", np.zeros(len(tr.t) - 1)), float)
@@ -229,7 +233,8 @@ class Viewer:
             (uplot.Series(label="t [s]"),
              *[uplot.Series(label="step outcome" if len(outcome) == 1 else f"outcome {m}", width=1,
                             stroke="rgb({},{},{})".format(*_PALETTE[m % len(_PALETTE)])) for m in range(len(outcome))]),
-            title="Step verdicts: 0 converged, 1 halved, 2 unconverged", aspect=2.5)
+            title="Step verdicts: 0 converged, 1 halved, 2 unconverged", aspect=2.5,
+            scales={"x": {"time": False}, "y": {"auto": False, "range": (-0.2, 2.2)}})
 
     def _play_loop(self) -> None:
         """While ``Play`` is ticked, move the playhead at ``Speed`` times wall time (looping at the end)."""
@@ -262,7 +267,8 @@ class Viewer:
                 if self.contacts:
                     P = self._P[m][km]
                     self.contacts[m].points = P.astype(np.float32)
-                    self.contacts[m].colors = np.where(P[:, 2:3] <= 0.0, [[220, 30, 30]], [[30, 30, 30]]).astype(np.uint8)
+                    below = P[:, 2:3] <= 0.0                              # at or under the ground plane
+                    self.contacts[m].colors = np.where(below, [[220, 30, 30]], [[30, 30, 30]]).astype(np.uint8)
         self.time_text.value = f"{self.times[k]:.4f}"
         if int(self.slider.value) != k:
             self.slider.value = k
