@@ -356,8 +356,8 @@ def _primitive(kind: VisualType, size: Sequence[float], n: int) -> tuple[np.ndar
     if kind is VisualType.CYLINDER:
         rings = np.array([[0.0, -half], [r, -half], [r, half], [0.0, half]])
         return _lathe(rings, n)
-    lat = np.linspace(-np.pi / 2, np.pi / 2, 2 * (n // 4) + 2)           # capsule: two hemispheres, split at 0
-    lo, hi = lat[lat < 0], lat[lat > 0]
+    lat = np.linspace(-np.pi / 2, np.pi / 2, 2 * (n // 4) + 1)           # capsule: two hemispheres, split at 0
+    lo, hi = lat[lat <= 0], lat[lat >= 0]
     prof = np.concatenate([np.column_stack([r * np.cos(lo), r * np.sin(lo) - half]),
                            np.column_stack([r * np.cos(hi), r * np.sin(hi) + half])])
     return _lathe(prof, n)
