@@ -208,7 +208,7 @@ def render(traj, out: str | Path, *, model: ArticulatedBody | None = None, fps: 
         g = np.linspace(-1, 1, 2) * half
         X, Y = np.meshgrid(centre[0] + g, centre[1] + g)
         ax.plot_surface(X, Y, np.zeros_like(X), alpha=0.15, color="grey")
-    body = Poly3DCollection(np.zeros((0, 3, 3)), linewidths=0.0)
+    body = Poly3DCollection(np.zeros((0, 3, 3)), linewidths=0.6)     # edges: no seams, thin rods stay visible
     ax.add_collection3d(body)
     dots = ax.plot([], [], [], "o", ms=3, color="tab:red")[0]
     title = ax.set_title("")
@@ -217,7 +217,9 @@ def render(traj, out: str | Path, *, model: ArticulatedBody | None = None, fps: 
         for k in range(len(Q)):
             w = world_tris(k)
             body.set_verts(w)
-            body.set_facecolor(shade(w))
+            rgb = shade(w)
+            body.set_facecolor(rgb)
+            body.set_edgecolor(rgb)
             if contacts.shape[1]:
                 dots.set_data_3d(contacts[k, :, 0], contacts[k, :, 1], contacts[k, :, 2])
             title.set_text(f"{model.name}   t = {times[k]:.2f} s")
@@ -252,19 +254,23 @@ def _view(camera: Camera, T: np.ndarray, owner: np.ndarray, local: np.ndarray,
 
 
 class _Frames:
-    """Collects frames and writes them as a GIF (Pillow) when closed."""
+    """Collects frames and writes them as a GIF (Pillow) when closed: one 255-colour palette for the whole
+    animation (median cut over eight frames spread over it), no dithering, so still areas compress."""
 
     def __init__(self, out: Path, fps: float) -> None:
-        self.out, self.fps, self.images = out, fps, []
+        self.out, self.fps, self.frames = out, fps, []
 
     def send(self, rgb: np.ndarray) -> None:
-        from PIL import Image
-
-        self.images.append(Image.fromarray(rgb).quantize(colors=255, method=Image.Quantize.MEDIANCUT))
+        self.frames.append(rgb)
 
     def close(self) -> None:
-        first, *rest = self.images
-        first.save(self.out, save_all=True, append_images=rest, duration=1000.0 / self.fps, loop=0, optimize=False)
+        from PIL import Image
+
+        picks = np.unique(np.linspace(0, len(self.frames) - 1, min(8, len(self.frames))).astype(int))
+        sample = Image.fromarray(np.concatenate([self.frames[k] for k in picks], axis=0))
+        palette = sample.quantize(colors=255, method=Image.Quantize.MEDIANCUT)
+        images = [Image.fromarray(f).quantize(palette=palette, dither=Image.Dither.NONE) for f in self.frames]
+        images[0].save(self.out, save_all=True, append_images=images[1:], duration=1000.0 / self.fps, loop=0)
 
 
 class _Mp4:
