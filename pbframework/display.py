@@ -9,7 +9,8 @@ cylinder, capsule). :func:`display_geometry` gives a model's, from the first sou
    primitives, with their ``<origin>`` and ``<material><color rgba>``; the visuals of links merged into
    another (massless frames, see :mod:`pbframework.io.urdf`) move into that link's frame, and those of a
    base dropped from the model are fixed to the world. A mesh file that is not there is drawn as the
-   primitive of its link's inertia (below), with one warning naming the missing files;
+   primitive of its link's inertia (below), with one warning naming the missing files when the model is
+   drawn (not when it is loaded: a simulation does not need its meshes);
 2. the link's collision shapes (``Link.shapes``: MJCF geoms and URDF collision primitives);
 3. primitives consistent with the link's inertia (the built-in models): a link whose centre of mass is off
    its frame origin is a rod, one capsule from the origin to each child joint (a leaf: to twice the centre
@@ -109,11 +110,15 @@ class Display:
         links: link name -> its visuals (in the link frame); every link of the model has an entry.
         world: visuals fixed to the world frame (a URDF base the model dropped).
         source: where it came from: ``"urdf"``, ``"shapes"`` or ``"inertia"``.
+        notes: what could not be drawn as the file says (mesh files not found, malformed visuals): one
+            :class:`MeshesMissing` warning each time the geometry is drawn (:func:`display_geometry`), none
+            when the model is only simulated.
     """
 
     links: dict[str, tuple[Visual, ...]]
     world: tuple[Visual, ...] = ()
     source: str = "inertia"
+    notes: tuple[str, ...] = ()
 
     @property
     def meshes(self) -> list[Path]:
@@ -129,6 +134,8 @@ def display_geometry(model: ArticulatedBody) -> Display:
     primitives from its inertia (module docstring)."""
     stored = getattr(model, "display", None)
     if stored is not None:
+        if stored.notes:
+            warnings.warn("; ".join(stored.notes), MeshesMissing, stacklevel=2)
         return stored
     if any(link.shapes for link in model.links):
         return Display({link.name: tuple(_shape_visual(s) for s in link.shapes) or inertia_visuals(model, link.name)
@@ -242,16 +249,16 @@ def urdf_display(model: ArticulatedBody, root: "ET.Element", src: str) -> Displa
             (links[target] if target in names else world).append(v.moved(T))
     for n in fallback:
         links[n].extend(inertia_visuals(model, n))
+    notes = []
     if missing:
-        warnings.warn(f"{src}: {len(missing)} mesh file{'s' if len(missing) > 1 else ''} not found (first: "
-                      f"{missing[0]}); link{'s' if len(fallback) > 1 else ''} {', '.join(sorted(fallback))} drawn as "
-                      f"primitives from the inertia", MeshesMissing, stacklevel=3)
+        notes.append(f"{src}: {len(missing)} mesh file{'s' if len(missing) > 1 else ''} not found (first: "
+                     f"{missing[0]}); link{'s' if len(fallback) > 1 else ''} {', '.join(sorted(fallback))} drawn as "
+                     f"primitives from the inertia")
     if skipped:
-        warnings.warn(f"{len(skipped)} <visual> element{'s' if len(skipped) > 1 else ''} not drawn: {skipped[0]}",
-                      MeshesMissing, stacklevel=3)
+        notes.append(f"{len(skipped)} <visual> element{'s' if len(skipped) > 1 else ''} not drawn: {skipped[0]}")
     if not any(links.values()) and not world:
         return None                                              # no visuals: shapes or inertia decide
-    return Display({n: tuple(v) for n, v in links.items()}, tuple(world), source="urdf")
+    return Display({n: tuple(v) for n, v in links.items()}, tuple(world), source="urdf", notes=tuple(notes))
 
 
 def _urdf_visual(vis, what, base, materials, _floats, _number, _origin) -> Visual | None:

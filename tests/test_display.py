@@ -3,6 +3,8 @@ shapes, primitives consistent with the inertia, and their triangles."""
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pytest
 
@@ -90,7 +92,7 @@ def test_package_uri_found_beside_an_ancestor(tmp_path, monkeypatch):
     assert resolve_uri("meshes/a.stl", tmp_path / "share" / "my_robot") == mesh.resolve()
 
 
-def test_missing_meshes_are_one_warning_for_the_file(tmp_path):
+def test_missing_meshes_are_one_warning_when_drawn(tmp_path):
     urdf = tmp_path / "r.urdf"
     inertial = '<inertial><mass value="1"/><inertia ixx="1" iyy="1" izz="1" ixy="0" ixz="0" iyz="0"/></inertial>'
     vis = '<visual><geometry><mesh filename="package://gone/{}.stl"/></geometry></visual>'
@@ -99,11 +101,14 @@ def test_missing_meshes_are_one_warning_for_the_file(tmp_path):
                     f'iyy="0.1" izz="0.1" ixy="0" ixz="0" iyz="0"/></inertial>{vis.format("b")}</link>'
                     '<joint name="j" type="continuous"><parent link="a"/><child link="b"/><axis xyz="0 1 0"/>'
                     '</joint></robot>')
-    with pytest.warns(MeshesMissing) as caught:
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")                      # loading for a simulation: no warning
         m = pbf.load_urdf(urdf)
+    with pytest.warns(MeshesMissing) as caught:
+        d = display_geometry(m)
     assert len(caught) == 1 and "2 mesh files not found" in str(caught[0].message)
-    assert [v.type for v in m.display.links["b"]] == [VisualType.CAPSULE]
-    assert [v.type for v in m.display.links["a"]] == [VisualType.BOX]
+    assert [v.type for v in d.links["b"]] == [VisualType.CAPSULE]
+    assert [v.type for v in d.links["a"]] == [VisualType.BOX]
 
 
 @pytest.mark.parametrize("kind,size", [(VisualType.BOX, (0.1, 0.2, 0.3)), (VisualType.SPHERE, (0.2,)),
