@@ -165,3 +165,13 @@ def test_panda_renders_with_its_meshes(tmp_path, capsys):
     assert "Animation of 4 frames" in capsys.readouterr().out
     frames = _frames_of(gif)
     assert len(frames) == 4 and frames[0].std() > 0
+
+
+def test_gif_of_primitives_needs_no_extra(tmp_path, monkeypatch):
+    import sys
+
+    for name in ("trimesh", "imageio_ffmpeg", "fast_simplification", "collada"):
+        monkeypatch.setitem(sys.modules, name, None)                    # as if not installed
+    m, tr = _traj(2, 0.2)
+    r = render(tr, tmp_path / "c.gif", model=m, fps=10)
+    assert r["frames"] == 3 and len(_frames_of(r["path"])) == 3

@@ -139,6 +139,20 @@ def test_batch_overlaid_each_held_at_its_end(chain3):
         _fk_check(v, q_other[10], 2)
 
 
+def test_a_saved_batch_is_overlaid(tmp_path):
+    m = models.chain(2)
+    sim = pbf.Simulator(m, "pbad", order=2, dt=0.05)
+    q0 = np.stack([models.chain_q0(m, z) for z in (0.1, 0.3, 0.5)])
+    batch = sim.rollout_batch(q0, np.zeros_like(q0), 0.3)
+    batch.info["model_source"] = {"builtin": "chain", "params": {"n": 2}}
+    npz = batch.save(tmp_path / "b.npz")
+    with pbf.view(npz, port=0, block=False) as v:
+        assert len(v.frames) == 3 and len(v.energy_plot.data) == 1 + 3          # t, one energy curve each
+        v.slider.value = 5
+        for k in range(3):
+            _fk_check(v, batch.q[k, 5], k)
+
+
 def test_contact_points_follow_the_model(tmp_path):
     m = models.box()
     q0 = np.zeros(m.nq)
