@@ -128,6 +128,7 @@ class Viewer:
         self._stop = threading.Event()
         self._sample = 0
         self._playhead = float(self.times[0])
+        self._camera()
         self._scene(display_geometry(model), len(trajs) > 1)
         self._gui()
         self.set_sample(0)
@@ -173,6 +174,16 @@ class Viewer:
                                                    np.zeros((model.n_contacts, 3), np.uint8), point_size=0.03,
                                                    precision="float32", point_shape="circle")
                              for m in range(len(self.trajectories))]
+
+    def _camera(self) -> None:
+        """z up; the first view looks at the centre of every link origin over the motion, from far enough to
+        see them all."""
+        origins = np.concatenate([T[:, :, :3, 3].reshape(-1, 3) for T in self._T])
+        lo, hi = origins.min(axis=0), origins.max(axis=0)
+        centre, radius = 0.5 * (lo + hi), max(0.5 * float(np.linalg.norm(hi - lo)), 0.3)
+        self.server.scene.set_up_direction("+z")
+        self.server.initial_camera.look_at = centre
+        self.server.initial_camera.position = centre + 2.2 * radius * np.array([0.55, -0.7, 0.45])
 
     @staticmethod
     def node(m: int, link: str) -> str:
