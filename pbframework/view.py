@@ -114,8 +114,7 @@ class Viewer:
                       + (f", {len(trajs)} trajectories" if len(trajs) > 1 else ""))
         # poses of every link at every sample: (trajectories, samples, links, 4, 4)
         self._T = [link_transforms(model, np.asarray(tr.q, float)) for tr in trajs]
-        self._wxyz = [np.array([[vtf.SO3.from_matrix(T[k, i, :3, :3]).wxyz for i in range(len(model.links))]
-                                for k in range(len(T))]) for T in self._T]
+        self._wxyz = [np.asarray(vtf.SO3.from_matrix(T[:, :, :3, :3]).wxyz, float) for T in self._T]
         if port == 0:
             port = _free_port(host)
         _check_port(host, port)
@@ -128,10 +127,14 @@ class Viewer:
         self._stop = threading.Event()
         self._sample = 0
         self._playhead = float(self.times[0])
-        self._camera()
-        self._scene(display_geometry(model), len(trajs) > 1)
-        self._gui()
-        self.set_sample(0)
+        try:
+            self._camera()
+            self._scene(display_geometry(model), len(trajs) > 1)
+            self._gui()
+            self.set_sample(0)
+        except BaseException:                                     # e.g. a mesh reader missing: free the port
+            self.server.stop()
+            raise
         self._player = threading.Thread(target=self._play_loop, name="pbf-view-player", daemon=True)
         self._player.start()
 
