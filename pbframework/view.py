@@ -115,6 +115,9 @@ class Viewer:
         # poses of every link at every sample: (trajectories, samples, links, 4, 4)
         self._T = [link_transforms(model, np.asarray(tr.q, float)) for tr in trajs]
         self._wxyz = [np.asarray(vtf.SO3.from_matrix(T[:, :, :3, :3]).wxyz, float) for T in self._T]
+        # each trajectory's sample at every timeline sample: the last one at or before that time
+        self._index = [np.clip(np.searchsorted(np.asarray(tr.t, float), self.times + 1e-12, side="right") - 1, 0,
+                               len(tr.t) - 1) for tr in trajs]
         if port == 0:
             port = _free_port(host)
         _check_port(host, port)
@@ -222,9 +225,9 @@ class Viewer:
             first = (f"; first failure: trajectory {self.first_failure[0]} at t={self.first_failure[1]:.4g} s"
                      if self.first_failure else ".")
             gui.add_markdown(f"{ok} of {len(status)} trajectories ok{first}")
-        E = np.full((len(self.trajectories), n), np.nan)
-        for m, tr in enumerate(self.trajectories):
-            E[m, :len(tr.energy)] = tr.energy
+        ended = [self.times > float(tr.t[-1]) + 1e-12 for tr in self.trajectories]
+        E = np.array([np.where(end, np.nan, np.asarray(tr.energy, float)[ix])
+                      for tr, ix, end in zip(self.trajectories, self._index, ended)])
         series = [uplot.Series(label="t [s]")]
         series += [uplot.Series(label="energy [J]" if len(E) == 1 else f"E{m}", width=1.5,
                                 stroke="rgb({},{},{})".format(*_PALETTE[m % len(_PALETTE)])) for m in range(len(E))]
@@ -232,16 +235,17 @@ class Viewer:
         if self.first_failure is not None:
             fail = np.full(n, np.nan)
             m, _, k = self.first_failure
-            fail[k] = E[m, min(k, len(self.trajectories[m].energy) - 1)]
+            fail[k] = self.trajectories[m].energy[self._index[m][k]]
             data.append(fail)
             series.append(uplot.Series(label="first failure", stroke="red", width=0,
                                        points=uplot.Series_Points(show=True, size=10, fill="red")))
         self.energy_plot = gui.add_uplot(tuple(data), tuple(series), title="Energy", aspect=1.6,
                                           scales={"x": {"time": False}})
         outcome = np.full((len(self.trajectories), max(n - 1, 1)), np.nan)
-        for m, tr in enumerate(self.trajectories):
+        for m, tr in enumerate(self.trajectories):                   # step j ends at sample j + 1
             oc = np.asarray(tr.stats.get("outcome", np.zeros(len(tr.t) - 1)), float)
-            outcome[m, :len(oc)] = oc
+            if len(oc) and n > 1:
+                outcome[m] = np.where(ended[m][1:], np.nan, oc[np.clip(self._index[m][1:] - 1, 0, len(oc) - 1)])
         self.verdict_plot = gui.add_uplot(
             (self.times[1:] if n > 1 else self.times, *outcome),
             (uplot.Series(label="t [s]"),
@@ -266,15 +270,15 @@ class Viewer:
 
     # -- state ---------------------------------------------------------------------------------------------
     def set_sample(self, k: int) -> None:
-        """Pose every link of every trajectory at sample ``k`` of the timeline (a trajectory that ended earlier
-        stays at its last state)."""
+        """Pose every link of every trajectory at sample ``k`` of the timeline: each trajectory at its last sample
+        at or before that time (one that ended earlier stays at its last state)."""
         k = int(np.clip(k, 0, len(self.times) - 1))
         self._sample = k
         if not self.times[k] <= self._playhead < (self.times[k + 1] if k + 1 < len(self.times) else np.inf):
             self._playhead = float(self.times[k])                      # moved by hand: play on from here
         with self.server.atomic():
             for m, handles in enumerate(self.frames):
-                km = min(k, len(self._T[m]) - 1)
+                km = self._index[m][k]
                 for i, h in enumerate(handles):
                     h.position = self._T[m][km, i, :3, 3]
                     h.wxyz = self._wxyz[m][km, i]

@@ -139,6 +139,16 @@ def test_batch_overlaid_each_held_at_its_end(chain3):
         _fk_check(v, q_other[10], 2)
 
 
+def test_trajectories_on_other_time_grids_follow_the_timeline_time(chain3):
+    m, tr = chain3                                                     # dt 0.05
+    coarse = pbf.Simulator(m, "pbad", order=2, dt=0.1).rollout(models.chain_q0(m), np.zeros(m.nq), 1.0)
+    with pbf.view([coarse, tr], model=m, port=0, block=False) as v:
+        np.testing.assert_allclose(v.times, tr.t)                      # the longest grid is the timeline
+        v.slider.value = 5                                             # t = 0.25 s: the coarse run's 0.2 s
+        _fk_check(v, coarse.q[2], 0)
+        _fk_check(v, tr.q[5], 1)
+
+
 def test_a_saved_batch_is_overlaid(tmp_path):
     m = models.chain(2)
     sim = pbf.Simulator(m, "pbad", order=2, dt=0.05)
