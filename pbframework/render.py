@@ -27,7 +27,7 @@ import numpy as np
 
 from .model import ArticulatedBody, ModelError
 
-__all__ = ["render", "Camera", "model_source", "model_from_source", "RENDER_FORMATS"]
+__all__ = ["render", "Camera", "link_transforms", "model_source", "model_from_source", "RENDER_FORMATS"]
 
 RENDER_FORMATS = (".gif", ".mp4")
 """Extensions :func:`render` writes."""
@@ -163,6 +163,8 @@ def render(traj, out: str | Path, *, model: ArticulatedBody | None = None, fps: 
         raise ValueError(f"render: the output must be a .gif or .mp4 file, got {str(out)!r}")
     if not (isinstance(fps, (int, float)) and np.isfinite(fps) and fps > 0):
         raise ValueError(f"render: fps must be a positive number, got {fps!r}")
+    if not (isinstance(max_faces, int) and max_faces >= 4):
+        raise ValueError(f"render: max_faces must be an integer of at least 4, got {max_faces!r}")
     writer = _writer(out, float(fps))            # a missing extra fails before any work
     if not isinstance(traj, Trajectory):
         traj = Trajectory.load(traj)
