@@ -7,9 +7,11 @@ What is read
   ``<geometry>`` is a ``<sphere radius>``, a ``<box size>`` (full edge lengths) or a ``<capsule radius
   length>`` (a common extension; the segment along the collision frame's z) as a
   :class:`~pbframework.model.Shape` in ``Link.shapes`` (posed by the collision ``<origin>``; kept, moved into
-  the absorbing link's frame, when a link is merged). Collision meshes and cylinders, ``<visual>`` and every
-  other child are ignored. Shapes are geometry only: :func:`pbframework.geometry.sample_contact_points` makes
+  the absorbing link's frame, when a link is merged). Collision meshes and cylinders and every other child
+  are ignored. Shapes are geometry only: :func:`pbframework.geometry.sample_contact_points` makes
   contact points of them.
+- ``<visual>``: drawing only, read after the model is built into ``model.display``
+  (:func:`pbframework.display.urdf_display`).
 - ``<joint>`` of type ``revolute``, ``continuous`` (read as revolute without position limits),
   ``prismatic``, ``fixed`` and ``floating`` (only from the world link; read as this package's 6-coordinate
   floating joint): parent, child, ``<origin>``, ``<axis>`` (default ``1 0 0``) and ``<limit lower upper
