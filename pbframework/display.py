@@ -211,7 +211,7 @@ def resolve_uri(uri: str, base: Path) -> Path:
 def urdf_display(model: ArticulatedBody, root: "ET.Element", src: str) -> Display | None:
     """The display geometry of the URDF document ``root`` (file ``src``) for ``model``, the model
     :func:`~pbframework.io.load_urdf` built of it (module docstring); None when the file has no visuals."""
-    from .io.urdf import _floats, _number, _origin
+    from .io.urdf import _origin
 
     base = Path(src).resolve().parent
     materials = {m.get("name"): m for m in root.findall("material")}
@@ -235,7 +235,7 @@ def urdf_display(model: ArticulatedBody, root: "ET.Element", src: str) -> Displa
         for k, vis in enumerate(el.findall("visual")):
             what = f"{src}: link {lname!r} <visual> number {k + 1}"
             try:
-                v = _urdf_visual(vis, what, base, materials, _floats, _number, _origin)
+                v = _urdf_visual(vis, what, base, materials)
             except ModelError as exc:                            # drawing only: the model still loads
                 skipped.append(str(exc))
                 continue
@@ -261,13 +261,16 @@ def urdf_display(model: ArticulatedBody, root: "ET.Element", src: str) -> Displa
     return Display({n: tuple(v) for n, v in links.items()}, tuple(world), source="urdf", notes=tuple(notes))
 
 
-def _urdf_visual(vis, what, base, materials, _floats, _number, _origin) -> Visual | None:
+def _urdf_visual(vis: "ET.Element", what: str, base: Path, materials: dict) -> Visual | None:
+    """One ``<visual>``: a mesh or a primitive; None for a geometry this does not draw."""
+    from .io.urdf import _floats, _number, _origin
+
     geometry = vis.find("geometry")
     if geometry is None or len(geometry) == 0:
         raise ModelError(f"{what}: has no <geometry>")
     g = geometry[0]
     pose = _origin(vis, what)
-    color = _urdf_color(vis.find("material"), materials, _floats, what)
+    color = _urdf_color(vis.find("material"), materials, what)
     name = vis.get("name", "")
     if g.tag == "mesh":
         if not g.get("filename"):
@@ -287,7 +290,10 @@ def _urdf_visual(vis, what, base, materials, _floats, _number, _origin) -> Visua
     return Visual(VisualType(g.tag), pose, tuple(float(s) for s in size), None, (1.0, 1.0, 1.0), color, name)
 
 
-def _urdf_color(mat, materials, _floats, what) -> tuple[float, ...] | None:
+def _urdf_color(mat: "ET.Element | None", materials: dict, what: str) -> tuple[float, ...] | None:
+    """``<material><color rgba>``, or the colour of the robot-level material it names; None without one."""
+    from .io.urdf import _floats
+
     if mat is None:
         return None
     col = mat.find("color")
