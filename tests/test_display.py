@@ -122,3 +122,25 @@ def test_primitives_tessellate_inside_their_bounds(kind, size):
     extent = {VisualType.BOX: np.asarray(size), VisualType.SPHERE: np.full(3, r),
               VisualType.CYLINDER: np.array([r, r, half]), VisualType.CAPSULE: np.array([r, r, half + r])}[kind]
     np.testing.assert_allclose(np.abs(local).max(axis=0), extent, rtol=1e-12)
+
+
+def test_visuals_of_a_dropped_base_are_fixed_to_the_world(tmp_path):
+    urdf = tmp_path / "r.urdf"
+    urdf.write_text(
+        '<robot name="r"><link name="world"/>'
+        '<link name="base"><visual><geometry><box size="1 1 0.1"/></geometry></visual></link>'
+        '<link name="arm"><inertial><mass value="1"/><origin xyz="0 0 0.5"/><inertia ixx="0.1" iyy="0.1" '
+        'izz="0.01" ixy="0" ixz="0" iyz="0"/></inertial></link>'
+        '<joint name="fix" type="fixed"><parent link="world"/><child link="base"/><origin xyz="0 0 2"/></joint>'
+        '<joint name="j" type="revolute"><parent link="base"/><child link="arm"/><axis xyz="0 1 0"/>'
+        '<limit lower="-1" upper="1" effort="1" velocity="1"/></joint></robot>')
+    m = pbf.load_urdf(urdf)
+    assert [link.name for link in m.links] == ["arm"]                   # the massless base is dropped
+    (plate,) = m.display.world
+    assert plate.type is VisualType.BOX
+    np.testing.assert_allclose(plate.pose, transform((0, 0, 2)), atol=1e-15)
+    assert m.display.links["arm"] == ()
+    from pbframework.render import render
+
+    tr = pbf.Simulator(m, "pbad", order=2, dt=0.05).rollout(np.array([0.5]), np.zeros(1), 0.1)
+    assert render(tr, tmp_path / "r.gif", model=m, fps=10)["frames"] == 2      # world visuals drawn, unmoved
