@@ -545,6 +545,8 @@ def _view(args) -> int:
     print(f"Viewer of {viewer.title} at {viewer.url} (Ctrl-C to stop).", flush=True)
     try:
         viewer.wait()
+    except KeyboardInterrupt:                     # the way to stop it: not an error
+        print("Viewer stopped.")
     finally:
         viewer.close()
     return 0
