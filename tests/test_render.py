@@ -111,7 +111,7 @@ def test_camera_options_change_the_picture(tmp_path):
     assert np.abs(fa[0].astype(int) - fb[0].astype(int)).sum() > 0
 
 
-def _mesh_urdf(tmp_path, mesh: str) -> "Path":
+def _mesh_urdf(tmp_path, mesh: str):
     urdf = tmp_path / "m.urdf"
     inertial = ('<inertial><mass value="1"/><origin xyz="0 0 -0.25"/><inertia ixx="0.02" iyy="0.02" izz="0.001" '
                 'ixy="0" ixz="0" iyz="0"/></inertial>')
