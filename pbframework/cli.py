@@ -542,8 +542,8 @@ def _view(args) -> int:
     if not path.is_file():
         raise CliError(f"trajectory file {str(path)!r} not found")
     viewer = view(path, host=args.host, port=args.port, block=False)
-    print(f"Viewer of {viewer.title} at {viewer.url} (Ctrl-C to stop).", flush=True)
-    try:
+    try:                                          # the URL inside: a Ctrl-C right after it still stops cleanly
+        print(f"Viewer of {viewer.title} at {viewer.url} (Ctrl-C to stop).", flush=True)
         viewer.wait()
     except KeyboardInterrupt:                     # the way to stop it: not an error
         print("Viewer stopped.")

@@ -345,8 +345,8 @@ def view(traj, *, model: ArticulatedBody | None = None, host: str = "127.0.0.1",
         model = model_from_source(trajs[0].info.get("model_source") or {}, who="view")
     viewer = Viewer(trajs, model, host, int(port))
     if block:
-        print(f"Viewer of {viewer.title} at {viewer.url} (Ctrl-C to stop).", flush=True)
         try:
+            print(f"Viewer of {viewer.title} at {viewer.url} (Ctrl-C to stop).", flush=True)
             viewer.wait()
         except KeyboardInterrupt:
             pass

@@ -191,7 +191,7 @@ def test_pbf_view_cli_serves_the_page_until_ctrl_c(chain3, tmp_path):
     finally:
         proc.send_signal(signal.SIGINT)
         out, err = proc.communicate(timeout=30)
-    assert proc.returncode == 0 and "Viewer stopped." in out and err == ""
+    assert proc.returncode == 0 and "Viewer stopped." in out and err == "", (proc.returncode, out, err)
 
 
 def _browser():
