@@ -92,6 +92,12 @@ def test_other_model_and_port_in_use_are_one_clear_line(chain3, tmp_path, capsys
     m, tr = chain3
     with pytest.raises(ModelError, match=r"has 6 coordinates but model 'chain2' has nq = 4"):
         pbf.view(tr, model=models.chain(2), port=0, block=False)
+    wrong = pbf.Trajectory(tr.t, tr.q, tr.qd, tr.kinetic, tr.potential, tr.energy, dict(tr.stats),
+                           info=dict(tr.info, model_source={"builtin": "chain", "params": {"n": 2}}))
+    assert main(["view", str(wrong.save(tmp_path / "wrong.npz")), "--port", "0"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["pbf: error: view: trajectory 0 has 6 coordinates but model 'chain2' has nq = 4 (a trajectory "
+                   "of another model)"]
     npz = tr.save(tmp_path / "c.npz")
     with socket.socket() as busy:
         busy.bind(("127.0.0.1", 0))
