@@ -17,6 +17,7 @@ from .simulate import FailurePolicy, Simulator, StepFailure
 from .export import ExportReport, export
 from .solving import SolveResult
 from .step import Objective, ProblemKind, StepConfig, StepError, StepProblem, build_step
+from .view import view  # the function; the module stays importable as pbframework.view's Viewer etc.
 
 __version__ = "0.1.0"
 
@@ -29,5 +30,5 @@ __all__ = [
     "registry", "get_plugin", "available", "register",
     "Simulator", "Trajectory", "BatchTrajectory", "FailurePolicy", "StepFailure",
     "StepConfig", "StepProblem", "StepError", "ProblemKind", "Objective", "SolveResult", "build_step",
-    "export", "ExportReport", "__version__",
+    "export", "ExportReport", "view", "__version__",
 ]

@@ -174,14 +174,34 @@ def _parser() -> argparse.ArgumentParser:
     ep.add_argument("--overwrite", action="store_true",
                     help="replace a non-empty --out directory (--force names force models in every command)")
     ep.add_argument("--steps", type=int, default=100, help="steps of the example's rollout (default 100)")
-    rp = sub.add_parser("render", help="render a saved trajectory to an animated GIF (headless)",
-                        description="Render a trajectory saved by pbf simulate --out to an animated GIF, without a "
-                                    "display (pbframework.render); the model is rebuilt from the file.")
+    rp = sub.add_parser("render", help="render a saved trajectory to an animated GIF or an MP4 (headless)",
+                        description="Render a trajectory saved by pbf simulate --out to an animated GIF or an MP4, "
+                                    "without a display or a GPU (pbframework.render); the model is rebuilt from the "
+                                    "file and drawn with its display geometry. MP4 and mesh files: pip install "
+                                    "'pbframework[render]'.")
     rp.add_argument("trajectory", metavar="FILE.npz", help="a trajectory saved by pbf simulate --out")
-    rp.add_argument("--out", metavar="FILE.gif", required=True, help="the animation to write")
+    rp.add_argument("--out", metavar="FILE.gif|FILE.mp4", required=True, help="the animation to write")
     rp.add_argument("--fps", type=float, default=30.0, help="frames per second (default 30; real time)")
     rp.add_argument("--elev", type=float, default=20.0, help="camera elevation in degrees (default 20)")
     rp.add_argument("--azim", type=float, default=-60.0, help="camera azimuth in degrees (default -60)")
+    rp.add_argument("--roll", type=float, default=0.0, help="camera roll in degrees (default 0)")
+    rp.add_argument("--target", type=float, nargs=3, metavar=("X", "Y", "Z"),
+                    help="the point at the centre of the picture (default: the centre of the motion)")
+    rp.add_argument("--extent", type=float, metavar="M",
+                    help="half the width of the cube in view, metres (default: fitted to the motion)")
+    rp.add_argument("--pixels", type=int, default=320, help="width and height of the picture (default 320)")
+    rp.add_argument("--max-faces", type=int, default=800,
+                    help="triangles per mesh file at most, decimated where it has more (default 800)")
+    vp = sub.add_parser("view", help="open a saved trajectory in the browser viewer (extra 'view')",
+                        description="Serve a browser viewer of a trajectory (or a batch) saved by pbf simulate "
+                                    "--out on this machine (pbframework.view, on viser): timeline, play / pause, "
+                                    "speed, the energy curve and step verdicts, the first failure marked. Prints "
+                                    "the URL and serves until interrupted (Ctrl-C). pip install "
+                                    "'pbframework[view]'.")
+    vp.add_argument("trajectory", metavar="FILE.npz", help="a trajectory or batch saved by pbf simulate --out")
+    vp.add_argument("--port", type=int, default=8080, help="the port to serve on (default 8080)")
+    vp.add_argument("--host", default="127.0.0.1",
+                    help="the address to serve on (default 127.0.0.1, this machine only; 0.0.0.0: every interface)")
     sub.add_parser("plugins", help="list every registered plug-in with its family and description")
     cp = sub.add_parser("cache", help="the build cache of generated C libraries: info or clear",
                         description="Inspect or empty the cache of compiled step libraries ($PBF_CACHE_DIR, "
@@ -501,13 +521,34 @@ def _export(args) -> int:
 
 
 def _render(args) -> int:
-    from .render import render
+    from .render import Camera, render
 
     path = Path(args.trajectory)
     if not path.is_file():
         raise CliError(f"trajectory file {str(path)!r} not found")
-    r = render(path, args.out, fps=args.fps, elev=args.elev, azim=args.azim)
+    if args.pixels < 16:
+        raise CliError(f"--pixels must be at least 16, got {args.pixels}")
+    camera = Camera(elev=args.elev, azim=args.azim, roll=args.roll, target=args.target, extent=args.extent)
+    r = render(path, args.out, fps=args.fps, camera=camera, size=args.pixels / 80.0, dpi=80,
+               max_faces=args.max_faces)
     print(f"Animation of {r['frames']} frames written to {r['path']} in {r['seconds']:.1f} s.")
+    return 0
+
+
+def _view(args) -> int:
+    from .view import view
+
+    path = Path(args.trajectory)
+    if not path.is_file():
+        raise CliError(f"trajectory file {str(path)!r} not found")
+    viewer = view(path, host=args.host, port=args.port, block=False)
+    try:                                          # the URL inside: a Ctrl-C right after it still stops cleanly
+        print(f"Viewer of {viewer.title} at {viewer.url} (Ctrl-C to stop).", flush=True)
+        viewer.wait()
+    except KeyboardInterrupt:                     # the way to stop it: not an error
+        print("Viewer stopped.")
+    finally:
+        viewer.close()
     return 0
 
 
@@ -559,6 +600,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _main(argv: Sequence[str] | None) -> int:
+    from .display import MissingExtra
     from .model import ModelError
     from .registry import PluginError, UnknownPluginError
     from .step import StepError
@@ -577,8 +619,11 @@ def _main(argv: Sequence[str] | None) -> int:
             return _export(args)
         if args.command == "render":
             return _render(args)
+        if args.command == "view":
+            return _view(args)
         return _simulate(args)
-    except (CliError, StepError, UnknownPluginError, ModelError, PluginError, FileNotFoundError, ValueError) as exc:
+    except (CliError, StepError, UnknownPluginError, ModelError, PluginError, FileNotFoundError, ValueError,
+            MissingExtra) as exc:
         msg = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         print(f"pbf: error: {msg}", file=sys.stderr)
         return 2

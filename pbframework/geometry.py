@@ -376,7 +376,7 @@ def sample_surface(shape: Shape, spacing: float | None = None) -> np.ndarray:
 def _rebuild(model: ArticulatedBody, points: Mapping[str, np.ndarray]) -> ArticulatedBody:
     links = [dataclasses.replace(x, contact_points=points[x.name]) if x.name in points else x for x in model.links]
     return ArticulatedBody(links, model.joints, gravity=model.gravity, name=model.name,
-                           default_forces=model.default_forces)
+                           default_forces=model.default_forces, display=model.display)
 
 
 def _known_links(who: str, model: ArticulatedBody, names: Iterable[str]) -> None:

@@ -467,6 +467,9 @@ class ArticulatedBody:
             ``("joint_limits", {...})`` replaces the default). :func:`~pbframework.io.load_urdf` and
             :func:`~pbframework.io.load_mjcf` add ``joint_limits`` when a joint declares limits. Kept in
             ``model.default_forces`` as a tuple of ``(name, params)`` pairs.
+        display: the model's display geometry (:class:`pbframework.display.Display`), drawing only;
+            :func:`~pbframework.io.load_urdf` stores the file's ``<visual>`` elements here. None: drawn from
+            the links' shapes or inertia (:func:`pbframework.display.display_geometry`).
 
     Raises:
         ModelError: naming the offending link or joint (duplicate names, unknown parent or child, a link
@@ -475,11 +478,12 @@ class ArticulatedBody:
 
     def __init__(self, links: Iterable[Link], joints: Iterable[Joint] = (),
                  gravity: Sequence[float] = DEFAULT_GRAVITY, name: str = "model",
-                 default_forces: Iterable[str | tuple[str, Mapping[str, Any]]] = ()) -> None:
+                 default_forces: Iterable[str | tuple[str, Mapping[str, Any]]] = (), display: Any = None) -> None:
         links = list(links)
         joints = list(joints)
         self.name = str(name)
         self.default_forces = _force_specs(default_forces, self.name)
+        self.display = display
         if not links:
             raise ModelError(f"model {self.name!r}: needs at least one link")
         for x in links:

@@ -606,3 +606,18 @@ def test_distributed(tmp_path):
     for k in ("library_bytes", "ship_seconds", "core_seconds_per_trajectory"):
         assert positive(data[k]), k
     assert nonnegative(data["overhead_per_chunk"]) and "overhead per chunk" in stdout
+
+
+def test_render_speed(tmp_path):
+    """``pbf render``'s timings in their quick form: a row per job and format, one frame per 1/fps of simulated
+    time, a file written; the panda's rows where example-robot-data and the meshes' readers are installed."""
+    pytest.importorskip("imageio_ffmpeg", reason="MP4 needs the 'render' extra")
+    out, stdout = run_benchmark(tmp_path, "render_speed.py", "--links", 3, "--duration", 0.3, "--panda-duration", 0.1,
+                                "--fps", 10)
+    rows = load(out, "render_speed", png=False)
+    chain = [r for r in rows if r["job"] == "CHAIN-3"]
+    assert sorted(r["format"] for r in chain) == ["gif", "mp4"]
+    for r in rows:
+        assert positive(r["wall_s"]) and r["bytes"] > 0, r
+    assert all(r["frames"] == 4 for r in chain)
+    assert all(r["frames"] == 2 for r in rows if r["job"].startswith("panda"))

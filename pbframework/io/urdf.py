@@ -7,9 +7,11 @@ What is read
   ``<geometry>`` is a ``<sphere radius>``, a ``<box size>`` (full edge lengths) or a ``<capsule radius
   length>`` (a common extension; the segment along the collision frame's z) as a
   :class:`~pbframework.model.Shape` in ``Link.shapes`` (posed by the collision ``<origin>``; kept, moved into
-  the absorbing link's frame, when a link is merged). Collision meshes and cylinders, ``<visual>`` and every
-  other child are ignored. Shapes are geometry only: :func:`pbframework.geometry.sample_contact_points` makes
+  the absorbing link's frame, when a link is merged). Collision meshes and cylinders and every other child
+  are ignored. Shapes are geometry only: :func:`pbframework.geometry.sample_contact_points` makes
   contact points of them.
+- ``<visual>``: drawing only, read after the model is built into ``model.display``
+  (:func:`pbframework.display.urdf_display`).
 - ``<joint>`` of type ``revolute``, ``continuous`` (read as revolute without position limits),
   ``prismatic``, ``fixed`` and ``floating`` (only from the world link; read as this package's 6-coordinate
   floating joint): parent, child, ``<origin>``, ``<axis>`` (default ``1 0 0``) and ``<limit lower upper
@@ -56,6 +58,7 @@ from typing import Sequence
 
 import numpy as np
 
+from ..display import urdf_display
 from ..limits import default_forces
 from ..model import (DEFAULT_GRAVITY, WORLD, ArticulatedBody, Joint, JointType, Link, ModelError, Shape,
                      balance_inertia, rpy_to_matrix)
@@ -562,4 +565,6 @@ def load_urdf(path: str | os.PathLike, floating_base: bool | str = False, *, lim
                                  f"has a joint of that name")
             edges.insert(0, _Edge(ROOT_JOINT, base_type, WORLD, root_link, np.eye(4)))
     name = root.get("name") or Path(src).stem
-    return _assemble(bodies, edges, src, name, limits=limits, balance=balance_inertia)
+    model = _assemble(bodies, edges, src, name, limits=limits, balance=balance_inertia)
+    model.display = urdf_display(model, root, src)         # <visual> elements: drawing only (pbframework.display)
+    return model
