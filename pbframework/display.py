@@ -11,7 +11,10 @@ cylinder, capsule). :func:`display_geometry` gives a model's, from the first sou
    base dropped from the model are fixed to the world. A mesh file that is not there is drawn as the
    primitive of its link's inertia (below), with one warning naming the missing files when the model is
    drawn (not when it is loaded: a simulation does not need its meshes);
-2. the link's collision shapes (``Link.shapes``: MJCF geoms and URDF collision primitives);
+   :func:`~pbframework.io.load_mjcf` stores the geoms MuJoCo shows by default (groups 0-2) the same way:
+   primitives, ellipsoids and meshes as MuJoCo compiled them (vertices held in memory, ``Visual.triangles``),
+   with their colours;
+2. the link's collision shapes (``Link.shapes``: URDF collision primitives, or shapes added by hand);
 3. primitives consistent with the link's inertia (the built-in models): a link whose centre of mass is off
    its frame origin is a rod, one capsule from the origin to each child joint (a leaf: to twice the centre
    of mass), of the radius ``sqrt(2 I_axial / m)`` of a uniform cylinder with the link's moment about that
@@ -95,11 +98,14 @@ class Visual:
     scale: tuple[float, float, float] = (1.0, 1.0, 1.0)
     color: tuple[float, float, float, float] | None = None
     name: str = ""
+    triangles: tuple[np.ndarray, np.ndarray] | None = None
+    """A ``mesh`` visual's ``(vertices (n, 3), faces (k, 3))`` held in memory (MJCF meshes as MuJoCo compiled
+    them) instead of a file."""
 
     def moved(self, T: np.ndarray) -> "Visual":
         """The same visual with its frame given in another frame: pose ``T @ pose``."""
         return Visual(self.type, np.asarray(T, float) @ self.pose, self.size, self.mesh, self.scale, self.color,
-                      self.name)
+                      self.name, self.triangles)
 
 
 @dataclass(frozen=True, eq=False)
@@ -335,18 +341,30 @@ def load_mesh(path: Path, max_faces: int | None = None) -> tuple[np.ndarray, np.
     if mesh.is_empty:
         raise ModelError(f"mesh {str(path)!r}: no triangles")
     if max_faces is not None and len(mesh.faces) > max_faces:
-        mesh.merge_vertices()                                     # shared vertices, so edges can collapse
-        try:
-            mesh = mesh.simplify_quadric_decimation(face_count=max_faces)
-        except ImportError:
-            raise missing_extra("render", "decimating meshes for drawing", "fast-simplification") from None
+        return _decimated(mesh, max_faces)
+    return np.asarray(mesh.vertices, float), np.asarray(mesh.faces, np.int64)
+
+
+def _decimated(mesh, max_faces: int) -> tuple[np.ndarray, np.ndarray]:
+    """A trimesh mesh decimated to about ``max_faces`` triangles (fast-simplification)."""
+    mesh.merge_vertices()                                         # shared vertices, so edges can collapse
+    try:
+        mesh = mesh.simplify_quadric_decimation(face_count=max_faces)
+    except ImportError:
+        raise missing_extra("render", "decimating meshes for drawing", "fast-simplification") from None
     return np.asarray(mesh.vertices, float), np.asarray(mesh.faces, np.int64)
 
 
 def visual_mesh(v: Visual, *, max_faces: int | None = None, segments: int = 16) -> tuple[np.ndarray, np.ndarray]:
     """``(vertices, faces)`` of a visual in its link's frame: the mesh file read by trimesh, or the primitive
     tessellated (``segments`` around its axis)."""
-    if v.type is VisualType.MESH:
+    if v.type is VisualType.MESH and v.triangles is not None:
+        V, F = (np.asarray(x) for x in v.triangles)
+        if max_faces is not None and len(F) > max_faces:
+            mesh = _trimesh().Trimesh(vertices=V, faces=F, process=False)
+            V, F = _decimated(mesh, max_faces)
+        V = V * np.asarray(v.scale, float)
+    elif v.type is VisualType.MESH:
         V, F = load_mesh(v.mesh, max_faces)
         V = V * np.asarray(v.scale, float)
     else:

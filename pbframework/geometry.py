@@ -375,8 +375,13 @@ def sample_surface(shape: Shape, spacing: float | None = None) -> np.ndarray:
 
 def _rebuild(model: ArticulatedBody, points: Mapping[str, np.ndarray]) -> ArticulatedBody:
     links = [dataclasses.replace(x, contact_points=points[x.name]) if x.name in points else x for x in model.links]
-    return ArticulatedBody(links, model.joints, gravity=model.gravity, name=model.name,
-                           default_forces=model.default_forces, display=model.display)
+    out = ArticulatedBody(links, model.joints, gravity=model.gravity, name=model.name,
+                          default_forces=model.default_forces, display=model.display)
+    out.obstacles = model.obstacles
+    for attr in ("mujoco_joints", "mujoco_sizes", "mujoco_quaternions"):     # set by load_mjcf
+        if hasattr(model, attr):
+            setattr(out, attr, getattr(model, attr))
+    return out
 
 
 def _known_links(who: str, model: ArticulatedBody, names: Iterable[str]) -> None:

@@ -298,3 +298,28 @@ def test_actuator_force_drives_the_model_with_ctrl(tmp_path):
         pbf.io.actuator_force(model, [1.0])
     with pytest.raises(ModelError, match="has no MuJoCo actuators"):
         pbf.io.actuator_force(pbf.load_mjcf(write(tmp_path, "s.xml", SPRINGS)))
+
+
+def test_the_geoms_mujoco_shows_are_the_display_geometry_at_mujocos_poses(tmp_path, rng):
+    """Visible geoms (groups 0-2) become the model's display: primitives, and meshes / ellipsoids as MuJoCo
+    compiled them, each in its link frame so that forward kinematics puts it where MuJoCo puts the geom."""
+    path = write(tmp_path, "geoms.xml", INERTIA_FROM_GEOMS.replace(
+        '<worldbody>', '<worldbody><geom name="hidden" type="box" size="1 1 1" group="3" contype="0" conaffinity="0"/>'))
+    with pytest.warns(pbf.io.UnsupportedGeoms):
+        model = pbf.load_mjcf(path)
+    d_ = model.display
+    assert d_.source == "mjcf" and set(d_.links) == {x.name for x in model.links} and d_.world == ()
+    kinds = [v.type.value for vs in d_.links.values() for v in vs]
+    assert kinds == ["box", "cylinder", "mesh", "mesh"]               # the ellipsoid is a scaled sphere mesh
+    mesh = d_.links["b"][0]
+    assert mesh.triangles is not None and mesh.triangles[1].shape == (4, 3)
+    m = mujoco.MjModel.from_xml_path(str(path))
+    d = mujoco.MjData(m)
+    q, _ = random_state(model, rng)
+    d.qpos[:] = to_mujoco(model, q)[0]
+    mujoco.mj_kinematics(m, d)
+    poses = [np.asarray(pbf.kinematics.link_transform(model, link)(q)) @ v.pose
+             for link, vs in d_.links.items() for v in vs]
+    for g, T in zip([1, 2, 3, 4], poses):                              # geom 0 is the hidden box
+        np.testing.assert_allclose(T[:3, 3], d.geom_xpos[g], atol=1e-12)
+        np.testing.assert_allclose(T[:3, :3], d.geom_xmat[g].reshape(3, 3), atol=1e-12)

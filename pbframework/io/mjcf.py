@@ -401,6 +401,7 @@ def load_mjcf(path: str | os.PathLike, *, limits: bool = True, balance_inertia: 
                                 default_forces=forces)
     except ModelError as exc:
         raise ModelError(f"{src}: {exc}") from None
+    model.display = _display(c, X, link_of, model)
     model.obstacles = tuple(obstacles)
     model.mujoco_joints = tuple((c.joint_names[j], int(m.jnt_type[j]), int(m.jnt_qposadr[j]), int(m.jnt_dofadr[j]))
                                 for j in range(m.njnt))
@@ -625,3 +626,48 @@ def actuator_force(model: ArticulatedBody, ctrl=None):
     if params is None:
         raise ModelError(f"model {model.name!r} has no MuJoCo actuators (no mj_actuators in its default forces)")
     return force_model("mj_actuators", **{**params, "ctrl": ctrl})
+
+
+def _display(c: _Compiled, X: dict[int, np.ndarray], link_of: dict[int, str], model: ArticulatedBody):
+    """The geoms MuJoCo shows by default (groups 0-2) as :class:`~pbframework.display.Display` visuals in their
+    links' frames (static bodies' in the world's): primitives, ellipsoids and meshes as MuJoCo compiled them,
+    with MuJoCo's colours. Planes are drawn by the viewer's ground, not here."""
+    from ..display import Display, Visual, VisualType
+
+    m, mj = c.m, c.mj
+    links: dict[str, list] = {}
+    world: list = []
+    sphere = None
+    for g in range(m.ngeom):
+        if int(m.geom_group[g]) > 2:
+            continue
+        b = int(m.geom_bodyid[g])
+        t = int(m.geom_type[g])
+        pose = X[b] @ _pose(m.geom_pos[g], m.geom_quat[g])
+        size = np.array(m.geom_size[g], float)
+        mat = int(m.geom_matid[g])
+        rgba = tuple(float(x) for x in (m.mat_rgba[mat] if mat >= 0 else m.geom_rgba[g]))
+        if rgba[3] == 0:
+            continue
+        name = m.geom(g).name
+        kind = {int(mj.mjtGeom.mjGEOM_SPHERE): (VisualType.SPHERE, size[:1]),
+                int(mj.mjtGeom.mjGEOM_CAPSULE): (VisualType.CAPSULE, size[:2]),
+                int(mj.mjtGeom.mjGEOM_CYLINDER): (VisualType.CYLINDER, size[:2]),
+                int(mj.mjtGeom.mjGEOM_BOX): (VisualType.BOX, size[:3])}.get(t)
+        if kind is not None:
+            v = Visual(kind[0], pose, tuple(kind[1]), color=rgba, name=name)
+        elif t == mj.mjtGeom.mjGEOM_ELLIPSOID:
+            if sphere is None:
+                from ..display import visual_mesh
+                sphere = visual_mesh(Visual(VisualType.SPHERE, np.eye(4), (1.0,)))
+            v = Visual(VisualType.MESH, pose, scale=tuple(size[:3]), color=rgba, name=name, triangles=sphere)
+        elif t == mj.mjtGeom.mjGEOM_MESH:
+            k = int(m.geom_dataid[g])
+            va, vn = int(m.mesh_vertadr[k]), int(m.mesh_vertnum[k])
+            fa, fn = int(m.mesh_faceadr[k]), int(m.mesh_facenum[k])
+            tri = (np.array(m.mesh_vert[va:va + vn], float), np.array(m.mesh_face[fa:fa + fn], np.int64))
+            v = Visual(VisualType.MESH, pose, color=rgba, name=name, triangles=tri)
+        else:
+            continue
+        (world if link_of[b] == WORLD else links.setdefault(link_of[b], [])).append(v)
+    return Display({x.name: tuple(links.get(x.name, ())) for x in model.links}, world=tuple(world), source="mjcf")
