@@ -364,8 +364,9 @@ class Joint:
         effort, velocity: actuator limits from the source file (informational).
         armature: reflected rotor inertia (kg m^2 or kg) added to the mass matrix's diagonal on each of the
             joint's coordinates (MJCF ``armature``); hinges and slides only (revolute, prismatic, ``ball2``,
-            ``spherical``), >= 0. The inertia-integral integrators (``pbad``, ``pbfd``, ``pbd_nmdp``) and the
-            seed-003 forward-dynamics plug-ins refuse a model with armature rather than ignore it.
+            ``spherical``), >= 0. ``pbad`` (every order, also on ball / free models) and ``pbfd`` add
+            ``1/2 a qd^2`` to their kinetic term; ``pbd_nmdp`` and the seed-003 forward-dynamics plug-ins refuse
+            a model with armature rather than ignore it.
     """
 
     name: str

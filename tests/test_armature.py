@@ -97,16 +97,54 @@ def test_pbad_includes_the_armature_at_its_order(order, rate):
     assert np.abs(without - ref).max() > 5 * err[0.002]
 
 
+FREE_ARMED = """<mujoco><option gravity="0 0 0"/><worldbody>
+  <body name="base" pos="0 0 1"><freejoint/><geom type="box" size="0.2 0.1 0.05"/>
+    <body name="arm" pos="0.2 0 0"><joint name="h" axis="0 1 0" armature="0.2"/>
+      <geom type="capsule" fromto="0 0 0 0.4 0 0" size="0.03"/>
+      <body name="tip" pos="0.4 0 0"><joint name="s" type="slide" axis="1 0 0" armature="0.5"/>
+        <geom type="sphere" size="0.05"/></body></body></body></worldbody></mujoco>"""
+
+
+@pytest.mark.parametrize("order, rate", [(2, 1.0), (3, 2.0)])
+def test_pbad_on_the_group_includes_the_armature(tmp_path, order, rate):
+    """A free base carrying an armatured hinge and slide (quaternion model, PBAD in the chart at q_k)."""
+    path = tmp_path / "free.xml"
+    path.write_text(FREE_ARMED)
+    m = pbf.load_mjcf(path)
+    bare = pbf.ArticulatedBody(list(m.links), [dataclasses.replace(j, armature=0.0) for j in m.joints])
+    q0 = m.neutral()
+    q0[m.joint_q_index["h"]] = 0.4
+    v0 = np.array([0.1, 0.0, 0.2, 0.3, -0.5, 0.2, 2.0, -0.4])
+    ref = pbf.Simulator(m, "rk4", dt=1e-4, forces=()).rollout(q0, v0, duration=0.3).q[-1]
+    err = {}
+    for dt in (0.004, 0.002):
+        tr = pbf.Simulator(m, "pbad", order=order, dt=dt, forces=()).rollout(q0, v0, duration=0.3)
+        assert tr.status.value == "ok"
+        err[dt] = np.abs(tr.q[-1] - ref).max()
+    assert np.log2(err[0.004] / err[0.002]) == pytest.approx(rate, abs=0.35)
+    without = pbf.Simulator(bare, "pbad", order=order, dt=0.002, forces=()).rollout(q0, v0, duration=0.3).q[-1]
+    assert np.abs(without - ref).max() > 5 * err[0.002]
+
+
 def test_pbad_order_2_with_armature_never_gains_energy():
     tr = pbf.Simulator(_armed_chain(), "pbad", dt=0.05).rollout(np.array([1.0, 0.5, -0.5]), np.zeros(3),
                                                                  duration=3.0)
     assert tr.status.value == "ok" and np.all(np.diff(tr.energy[1:]) <= 1e-9 * np.abs(tr.energy).max())
 
 
+def test_pbfd_builds_on_pbads_energy_with_the_armature():
+    """Without step forces PBFD's gradient-level step (Eq. 13) has PBAD order 2's solution."""
+    m = _armed_chain()
+    q0, v0 = np.array([0.6, -0.3, 0.4]), np.array([0.5, 0.0, -1.0])
+    a = pbf.Simulator(m, "pbfd", dt=0.01).rollout(q0, v0, duration=0.3)
+    b = pbf.Simulator(m, "pbad", order=2, dt=0.01).rollout(q0, v0, duration=0.3)
+    assert a.status.value == b.status.value == "ok" and np.abs(a.q - b.q).max() < 1e-7
+
+
 def test_what_does_not_include_armature_refuses_it():
     m = _armed_chain()
     with pytest.raises(StepError, match="does not include joint armature"):
-        pbf.Simulator(m, "pbfd", dt=0.01, forces=["gravity"])
+        pbf.Simulator(m, "pbd_nmdp", dt=0.01, forces=["gravity"])
     with pytest.raises(StepError, match="'abia' does not include joint armature"):
         pbf.Simulator(m, "rk4", dt=0.01, fd="abia")
     with pytest.raises(ModelError, match="does not include joint armature"):

@@ -227,14 +227,27 @@ def _massive(model: ArticulatedBody):
 
 
 def armature_vector(model: ArticulatedBody) -> np.ndarray:
-    """Per coordinate the joint armature (reflected rotor inertia, ``Joint.armature``) of a model without
-    ``ball`` / ``free`` joints: it adds ``1/2 a qd^2`` to the kinetic energy, so the energy form gains
-    ``1/2 a (q_{k+1} - 2 q_k + q_{k-1})^2`` and the residual ``a sum_m w_m q_m`` (zeros if there is none)."""
+    """Per configuration coordinate the joint armature (reflected rotor inertia, ``Joint.armature``; hinges
+    and slides only, zeros on quaternion entries): it adds ``1/2 a qd^2`` to the kinetic energy, so the energy
+    form gains ``1/2 a (q_{k+1} - 2 q_k + q_{k-1})^2`` and the residual ``a sum_m w_m q_m`` (a hinge's or
+    slide's coordinate is additive on the group too, so the same terms hold in the chart of
+    :mod:`.pbad_group`)."""
     tree = element_tree(model)
     a = np.zeros(model.nq)
     for i, e in enumerate(tree.elements):
         a[tree.q_start[i]] = e.armature if e.nq == 1 else 0.0
     return a
+
+
+def armature_velocity_map(model: ArticulatedBody) -> np.ndarray:
+    """``(nv, nq)``: the armature of each hinge / slide at its velocity row and configuration column, so
+    ``A @ sum_m w_m q_m`` is the armature's share of the residual in velocity coordinates."""
+    tree = element_tree(model)
+    A = np.zeros((model.nv, model.nq))
+    for i, e in enumerate(tree.elements):
+        if e.nq == 1:
+            A[tree.v_start[i], tree.q_start[i]] = e.armature
+    return A
 
 
 def _quad(DR, Dt, M) -> ca.SX:
@@ -260,7 +273,7 @@ def chord_kinetic(model: ArticulatedBody, s_sym, q_cur, q_prev, dts) -> ca.Funct
     whose configuration is ``q_cur`` and history node ``q_prev`` (module docstring)."""
     pa, pb = element_poses(model, q_cur), element_poses(model, q_prev)
     T = sum(0.5 * _quad(pa[i][0] - pb[i][0], pa[i][1] - pb[i][1], M) for i, M in _massive(model)) / dts**2
-    A = armature_vector(model) if not model.on_group else np.zeros(0)
+    A = armature_vector(model)
     if A.any():
         T = T + 0.5 * ca.dot(ca.DM(A) * (q_cur - q_prev), q_cur - q_prev) / dts**2
     return ca.Function("kinetic", [s_sym, dts], [T], ["s", "dt"], ["T"])
@@ -283,7 +296,7 @@ def order2_energy(model: ArticulatedBody, forces, difference, Q: list, dt, t, u)
     for i_elem, M in _massive(model):
         DR, Dt = difference((1.0, -2.0, 1.0), i_elem)       # nodes (q_{k-1}, q_k, q_{k+1})
         E = E + 0.5 * _quad(DR, Dt, M)
-    A = armature_vector(model) if not model.on_group else np.zeros(0)
+    A = armature_vector(model)
     if A.any():
         d2 = Q[2] - 2 * Q[1] + Q[0]
         E = E + 0.5 * ca.dot(ca.DM(A) * d2, d2)
@@ -336,11 +349,6 @@ def build_pbad(model: ArticulatedBody, config: StepConfig, forces) -> StepProble
                       f"collocation of order {K} (Eq. 7, potentials act only over one full step)")
 
     if model.on_group:            # ball / free joints: the same scheme in a chart centred on q_k
-        armed = [j.name for j in model.joints if j.armature > 0]
-        if armed:
-            raise StepError(f"pbad: joint armature on a model with ball / free joints is not included yet "
-                            f"(joints {', '.join(armed)}); use a Newton-Euler integrator (rk4, "
-                            f"semi_implicit_euler), which include it")
         from pbframework.plugins.integrators.pbad_group import build_pbad_group, check_forces
 
         if objective is Objective.RESIDUAL:

@@ -90,9 +90,9 @@ def _group_error_and_dense(model: ArticulatedBody, tau, Q: list, x, p, dt, v_k, 
 def build_pbad_group(model: ArticulatedBody, config: StepConfig, forces, objective: Objective) -> StepProblem:
     """One PBAD step of order ``config.order`` for a model with ``ball`` / ``free`` joints (module docstring);
     ``objective`` already resolved and checked by :func:`~pbframework.plugins.integrators.pbad.build_pbad`."""
-    from pbframework.plugins.integrators.pbad import (_massive, chord_kinetic, collocation_nodes,
-                                                      lagrange_derivative_weights, node_differences,
-                                                      node_weighted_poses, order2_energy)
+    from pbframework.plugins.integrators.pbad import (_massive, armature_velocity_map, chord_kinetic,
+                                                      collocation_nodes, lagrange_derivative_weights,
+                                                      node_differences, node_weighted_poses, order2_energy)
 
     K = int(config.order or 2)
     nq, nv = model.nq, model.nv
@@ -155,10 +155,13 @@ def build_pbad_group(model: ArticulatedBody, config: StepConfig, forces, objecti
         return StepProblem(kind=ProblemKind.MINIMIZE, objective_fn=ca.Function("pbad_energy", [x, p], [E],
                                                                                 ["x", "p"], ["f"]), **common)
     G = tangent_inertia_force(model)
+    A = armature_velocity_map(model)
     blocks = []
     for i in range(2, K + 1):
         D = node_weighted_poses(massive, difference, W2[i])
         inertial = G(Q[i], D) if massive else ca.SX.zeros(nv)
+        if A.any():   # hinge / slide coordinates are additive in the chart: the flat scheme's term
+            inertial = inertial + ca.mtimes(ca.DM(A), sum(float(W2[i, m]) * Q[m] for m in range(K + 1)))
         F = generalized_force_expr(model, forces, Q[i], velocity(i), t + tau[i] * dt, u)
         blocks.append(inertial - dt**2 * F)
     if not config.precondition:

@@ -80,5 +80,5 @@ def pbf_integrators():
         build_pbfd,
         meta={"forms": frozenset({ForceForm.POTENTIAL, ForceForm.STEP_FORCE}), "orders": (2,), "default_order": 2,
               "objectives": (Objective.RESIDUAL,), "implicit": True, "group": True,
-              "energy": "dissipates", "armature": False},
+              "energy": "dissipates", "armature": True},
     )]
