@@ -175,15 +175,15 @@ def _check_supported(c: _Compiled, equality: str) -> None:
         for attr in ("stiffness", "damping", "frictionloss"):
             if np.any(np.asarray(getattr(m, f"tendon_{attr}")[k]) != 0):
                 raise c.refuse(f"{where}: attribute {attr}")
-    for attr in ("wind", "magnetic"):
-        if attr == "wind" and np.any(np.asarray(m.opt.wind) != 0):
-            raise c.refuse("<option wind> (fluid forces)")
+    if np.any(np.asarray(m.opt.wind) != 0):
+        raise c.refuse("<option wind> (fluid forces)")
     if m.opt.density != 0 or m.opt.viscosity != 0:
         raise c.refuse("<option density / viscosity> (fluid forces)")
-    for name in ("body_plugin",):
-        arr = np.asarray(getattr(m, name))
-        if np.any(arr >= 0):
-            raise c.refuse(f"<plugin> on body {c.body_names[int(np.flatnonzero(arr >= 0)[0])]!r}")
+    plugged = np.flatnonzero(np.asarray(m.body_plugin) >= 0)
+    if plugged.size:
+        raise c.refuse(f"<plugin> on body {c.body_names[int(plugged[0])]!r}")
+    rubbing = not int(m.opt.disableflags) & (int(mj.mjtDisableBit.mjDSBL_FRICTIONLOSS)
+                                             | int(mj.mjtDisableBit.mjDSBL_CONSTRAINT))
     for j in range(m.njnt):
         t = int(m.jnt_type[j])
         where = f"joint {c.joint_names[j]!r}"
@@ -194,11 +194,11 @@ def _check_supported(c: _Compiled, equality: str) -> None:
                 raise c.refuse(f"{where}: attribute {attr[4:]}")
         if m.jnt_actgravcomp[j]:
             raise c.refuse(f"{where}: attribute actuatorgravcomp=\"true\"")
-        dofs = range(int(m.jnt_dofadr[j]), int(m.jnt_dofadr[j]) + (6 if t == 0 else 3 if t == 1 else 1))
+        dofs = range(int(m.jnt_dofadr[j]), int(m.jnt_dofadr[j]) + _JOINT_NV[t])
         if t in (mj.mjtJoint.mjJNT_BALL, mj.mjtJoint.mjJNT_FREE):
             if any(m.dof_armature[d] != 0 for d in dofs):
                 raise c.refuse(f"{where}: attribute armature on a ball / free joint")
-            if any(m.dof_frictionloss[d] != 0 for d in dofs):
+            if rubbing and any(m.dof_frictionloss[d] != 0 for d in dofs):
                 raise c.refuse(f"{where}: attribute frictionloss on a ball / free joint")
         if hasattr(m, "dof_dampingpoly") and any(np.any(np.asarray(m.dof_dampingpoly)[d] != 0) for d in dofs):
             raise c.refuse(f"{where}: attribute dampingpoly")
