@@ -4,7 +4,7 @@ gravity compensation) and the actuator forces (random ``ctrl``). Shared by ``ben
 ``tests/test_mjcf_mujoco.py``.
 
 Errors are norm-wise relative, ``||ours - mj|| / max(||mj||, 1)``, with MuJoCo's quantities mapped into
-pbframework's coordinates (``M = T^T M_mj T``, ``f = T^T f_mj``, ``T`` from
+pbframework's coordinates (equality violations: MuJoCo's ``efc_pos``; ``M = T^T M_mj T``, ``f = T^T f_mj``, ``T`` from
 :func:`pbframework.io.mjcf.mujoco_velocity_map`; a free joint's ``T`` turns with the body, so its bias gains
 ``T^T M_mj Tdot v``).
 """
@@ -60,8 +60,18 @@ def compare(path: Path, rng: np.random.Generator, states: int = 5, model: pbf.Ar
     d = mujoco.MjData(m)
     passive = [force_model(n, **p) for n, p in ours.default_forces if n in PASSIVE]
     acts = [force_model(n, **p) for n, p in ours.default_forces if n == "mj_actuators"]
+    eqs = [force_model(n, **p) for n, p in ours.default_forces if n == "soft_equality"]
+    residual = None
+    if eqs:
+        import casadi as ca
+
+        qs = ca.SX.sym("q", ours.nq)
+        residual = ca.Function("r", [qs], [eqs[0].residual(ours, qs)])
+        weld_rot = np.concatenate([np.arange(3, 6) + sum(1 if c["kind"] == "joint" else 3 if c["kind"] == "connect"
+                                                          else 6 for c in eqs[0].constraints[:k])
+                                   for k, c in enumerate(eqs[0].constraints) if c["kind"] == "weld"] or [[]]).astype(int)
     crba, nle = dynamics.crba(ours), dynamics.nonlinear_effects(ours)
-    worst = dict(M=0.0, bias=0.0, passive=0.0, actuator=0.0)
+    worst = dict(M=0.0, bias=0.0, passive=0.0, actuator=0.0, equality=0.0)
     for _ in range(states):
         q, v = random_state(ours, rng)
         qpos, qvel = to_mujoco(ours, q, v)
@@ -87,4 +97,11 @@ def compare(path: Path, rng: np.random.Generator, states: int = 5, model: pbf.Ar
         if acts:
             fa = np.asarray(acts[0].generalized_force(ours, q, v, 0.0, u=d.ctrl.copy())).ravel()
             worst["actuator"] = max(worst["actuator"], rel_err(fa, T.T @ d.qfrc_actuator))
+        if residual is not None:      # MuJoCo's efc_pos rows of the equalities (active ones, in order)
+            ref = d.efc_pos[d.efc_type == mujoco.mjtConstraint.mjCNSTR_EQUALITY]
+            r = np.asarray(residual(q)).ravel()
+            flipped = r.copy()        # a weld's quaternion: MuJoCo's product may carry w < 0, ours w >= 0
+            flipped[weld_rot] *= -1
+            err = np.minimum(np.abs(r - ref), np.abs(flipped - ref))
+            worst["equality"] = max(worst["equality"], float(np.linalg.norm(err) / max(np.linalg.norm(ref), 1.0)))
     return worst

@@ -10,7 +10,9 @@ floor and lights to a robot file). Per entry it prints whether pbframework loads
 reason), then the worst relative error, ``||ours - mj|| / max(||mj||, 1)``, over ``--states`` random states
 within the joint ranges (free bases at random orientations, random ``ctrl``) of the mass matrix (armature
 included), the bias forces, the passive forces (damping, springs, gravity compensation: MuJoCo's
-``qfrc_passive``) and the actuator forces (``qfrc_actuator``); then a summary line. An entry MuJoCo itself
+``qfrc_passive``), the actuator forces (``qfrc_actuator``) and the equality constraints' violations (MuJoCo's
+``efc_pos`` rows; their forces are soft-constraint springs here, not MuJoCo's solver: see
+``plugins/forces/equality.py``); then a summary line. An entry MuJoCo itself
 cannot compile from this checkout (a mesh missing from the snapshot) is reported as such and counted apart.
 Target: every entry loads, every error below 1e-9.
 """
@@ -51,9 +53,9 @@ def main(argv=None) -> int:
     ap.add_argument("--states", type=int, default=5, help="random states per entry (default 5)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--only", nargs="*", default=None, help="entries whose path contains one of these")
-    ap.add_argument("--equality", choices=("error", "disable"), default="error",
-                    help="load_mjcf's equality option: 'disable' loads models with <equality> constraints "
-                         "without them, as MuJoCo's <flag equality=\"disable\"/> (default: error)")
+    ap.add_argument("--equality", choices=("soft", "disable", "error"), default="soft",
+                    help="load_mjcf's equality option (default soft: equality constraints as soft constraints; "
+                         "disable: without them, as MuJoCo's <flag equality=\"disable\"/>; error: refuse)")
     args = ap.parse_args(argv)
     import mujoco
 
@@ -65,7 +67,7 @@ def main(argv=None) -> int:
     rng = np.random.default_rng(args.seed)
     print(f"{len(files)} entries in {args.path} (mujoco {mujoco.__version__}), {args.states} random states each")
     print(f"{'entry':48s} {'nq':>3s} {'nv':>3s} {'nu':>3s} {'M':>8s} {'bias':>8s} {'passive':>8s} {'actuator':>8s} "
-          f"{'s':>5s}")
+          f"{'equality':>8s} {'s':>5s}")
     loaded = worse = mj_fail = 0
     refused: dict[str, int] = {}
     worst_all = 0.0
@@ -96,7 +98,8 @@ def main(argv=None) -> int:
         worse += worst > TARGET
         nu = len(dict(model.default_forces).get("mj_actuators", {}).get("actuators", []))
         print(f"{name:48s} {model.nq:3d} {model.nv:3d} {nu:3d} "
-              f"{w['M']:8.1e} {w['bias']:8.1e} {w['passive']:8.1e} {w['actuator']:8.1e} {time.perf_counter() - t0:5.1f}"
+              f"{w['M']:8.1e} {w['bias']:8.1e} {w['passive']:8.1e} {w['actuator']:8.1e} {w['equality']:8.1e} "
+              f"{time.perf_counter() - t0:5.1f}"
               f"{'  > 1e-9' if worst > TARGET else ''}")
     n = len(files) - mj_fail
     print(f"summary: {loaded}/{n} entries load ({mj_fail} more that MuJoCo itself cannot compile from this checkout); "

@@ -698,8 +698,10 @@ MJCF_ERRORS = [   # MuJoCo's compiler reads the file: its messages, after the fi
     ("world-joint", ('<worldbody>', '<worldbody><joint name="j"/>'), ["World body cannot have joints"]),
     ("not-mjcf", ('<mujoco model="m">', '<robot name="m">', '</mujoco>', '</robot>'), ["expected <mujoco>"]),
     ("malformed", ('</mujoco>', ''), ["MuJoCo's compiler", "XML"]),
-    ("equality", ('</worldbody>', '</worldbody><equality><weld body1="leg"/></equality>'),
-     ["<equality> (1 in the model", "not supported by load_mjcf", 'equality="disable"']),
+    ("equality-tendon", ('</worldbody>', '</worldbody><tendon><fixed name="t1"><joint joint="hip" coef="1"/></fixed>'
+                                         '<fixed name="t2"><joint joint="knee" coef="1"/></fixed></tendon><equality>'
+                                         '<tendon tendon1="t1" tendon2="t2"/></equality>'),
+     ["<equality> number 0", "a tendon equality (joint, connect and weld only)"]),
     ("tendon-spring", ('</worldbody>', '</worldbody><tendon><fixed name="t" stiffness="3"><joint joint="hip" '
                                        'coef="1"/></fixed></tendon>'), ["<tendon name='t'>", "attribute stiffness"]),
     ("tendon-limit", ('</worldbody>', '</worldbody><tendon><fixed name="t" range="0 1"><joint joint="hip" '

@@ -150,14 +150,25 @@ def _check_supported(c: _Compiled, equality: str) -> None:
     m, mj = c.m, c.mj
     inert = int(m.opt.disableflags) & (int(mj.mjtDisableBit.mjDSBL_EQUALITY) | int(mj.mjtDisableBit.mjDSBL_CONSTRAINT))
     if m.neq and not inert:
-        if equality != "disable":
+        if equality == "error":
             raise ModelError(f"{c.src}: <equality> ({m.neq} in the model: joint couplings and loop closures are "
-                             f"constraints) is not supported by load_mjcf; load_mjcf(..., equality=\"disable\") loads "
-                             f"the model without them, as MuJoCo's <flag equality=\"disable\"/> runs it")
-        names = [c.element("equality", e) for e in range(m.neq)]
-        warnings.warn(f"{c.src}: {m.neq} <equality> constraint(s) disabled (equality=\"disable\"), as MuJoCo's <flag "
-                      f"equality=\"disable\"/> runs the model: {', '.join(names[:6])}{' ...' if m.neq > 6 else ''}",
-                      EqualityDisabled, stacklevel=3)
+                             f"constraints) refused (equality=\"error\"); equality=\"soft\" (the default) makes them "
+                             f"soft constraints, equality=\"disable\" leaves them out as MuJoCo's <flag "
+                             f"equality=\"disable\"/> does")
+        if equality == "disable":
+            names = [c.element("equality", e) for e in range(m.neq)]
+            warnings.warn(f"{c.src}: {m.neq} <equality> constraint(s) disabled (equality=\"disable\"), as MuJoCo's "
+                          f"<flag equality=\"disable\"/> runs the model: {', '.join(names[:6])}"
+                          f"{' ...' if m.neq > 6 else ''}", EqualityDisabled, stacklevel=3)
+        else:
+            for e in range(m.neq):
+                t = int(m.eq_type[e])
+                if t not in (mj.mjtEq.mjEQ_CONNECT, mj.mjtEq.mjEQ_WELD, mj.mjtEq.mjEQ_JOINT):
+                    raise c.refuse(f"{c.element('equality', e)}: a {mj.mjtEq(t).name.split('_', 1)[1].lower()} "
+                                   f"equality (joint, connect and weld only)")
+                if m.eq_solref[e][0] <= 0:
+                    raise c.refuse(f"{c.element('equality', e)}: attribute solref with a negative (direct stiffness) "
+                                   f"first value")
     for kind, count in (("flex", m.nflex), ("skin", m.nskin)):
         if count:
             raise c.refuse(f"<{kind}> ({count} in the model)")
@@ -263,7 +274,7 @@ def _compile(path: str | os.PathLike, balance_inertia: bool, disable: tuple[str,
 
 
 def load_mjcf(path: str | os.PathLike, *, limits: bool = True, balance_inertia: bool = False,
-              quaternions: bool = True, equality: str = "error", disable: Iterable[str] = ()) -> ArticulatedBody:
+              quaternions: bool = True, equality: str = "soft", disable: Iterable[str] = ()) -> ArticulatedBody:
     """Load an MJCF (MuJoCo XML) file, compiled by MuJoCo, as an :class:`~pbframework.model.ArticulatedBody`.
 
     Args:
@@ -274,10 +285,13 @@ def load_mjcf(path: str | os.PathLike, *, limits: bool = True, balance_inertia: 
             inequality set to their mean), as ``<compiler balanceinertia="true">`` does.
         quaternions: MJCF ``ball`` and ``free`` joints as pbframework's ``ball`` and ``free`` (unit quaternions);
             ``False``: as the Euler-angle joints ``spherical`` and ``floating``.
-        equality: what to do with ``<equality>`` constraints (joint couplings, loop closures), which this
-            package does not represent: ``"error"`` (default) refuses the file; ``"disable"`` loads the model
-            without them -- MuJoCo's own ``<flag equality="disable"/>`` -- and names them in an
-            :class:`EqualityDisabled` warning. A file whose flags already disable them loads either way.
+        equality: what to do with ``<equality>`` constraints (joint couplings, ``connect`` loop closures,
+            ``weld``): ``"soft"`` (default) adds them as the ``soft_equality`` force -- a damped spring on each
+            violation with MuJoCo's static sag from its ``solref`` / ``solimp``, as MuJoCo solves them softly,
+            though not to the digit (:mod:`pbframework.plugins.forces.equality`); ``"disable"`` loads the model without them --
+            MuJoCo's own ``<flag equality="disable"/>`` -- and names them in an :class:`EqualityDisabled`
+            warning; ``"error"`` refuses the file. Equalities inactive at the start (``active="false"``) and a
+            file whose flags disable them are left out either way.
         disable: MuJoCo flags to disable as if the file said ``<option><flag NAME="disable"/></option>``
             (:data:`DISABLE_FLAGS`), e.g. ``("constraint",)`` to load a model the way MuJoCo runs it without
             constraints: no ``joint_limits``, no ``joint_friction`` (frictionloss), equality constraints inert.
@@ -295,8 +309,8 @@ def load_mjcf(path: str | os.PathLike, *, limits: bool = True, balance_inertia: 
         raise ModelError(f"load_mjcf: disable must be a list of MuJoCo flag names ({', '.join(DISABLE_FLAGS)}), "
                          f"got {disable!r}")
     mj, m, src = _compile(path, balance_inertia, tuple(disable))
-    if equality not in ("error", "disable"):
-        raise ModelError(f"load_mjcf: equality must be 'error' or 'disable', got {equality!r}")
+    if equality not in ("soft", "disable", "error"):
+        raise ModelError(f"load_mjcf: equality must be 'soft', 'disable' or 'error', got {equality!r}")
     c = _Compiled(mj, m, src)
     _check_supported(c, equality)
     disabled = int(m.opt.disableflags)
@@ -394,6 +408,10 @@ def load_mjcf(path: str | os.PathLike, *, limits: bool = True, balance_inertia: 
     forces += _passive_forces(c, dof_coord, gravcomp, off, quaternions)
     if m.nu and not off(mj.mjtDisableBit.mjDSBL_ACTUATION):
         forces.append(("mj_actuators", _actuator_params(c, dof_coord, off)))
+    if equality == "soft" and not off(mj.mjtDisableBit.mjDSBL_EQUALITY) and not off(mj.mjtDisableBit.mjDSBL_CONSTRAINT):
+        eqs = _equality_params(c, X, link_of, dof_coord)
+        if eqs:
+            forces.append(("soft_equality", {"constraints": eqs}))
     name = m.names[:m.names.index(b"\0")].decode() if m.names else ""
     name = "" if name == "MuJoCo Model" else name       # MuJoCo's default when <mujoco> has no model
     try:
@@ -671,3 +689,43 @@ def _display(c: _Compiled, X: dict[int, np.ndarray], link_of: dict[int, str], mo
             continue
         (world if link_of[b] == WORLD else links.setdefault(link_of[b], [])).append(v)
     return Display({x.name: tuple(links.get(x.name, ())) for x in model.links}, world=tuple(world), source="mjcf")
+
+
+def _equality_params(c: _Compiled, X: dict[int, np.ndarray], link_of: dict[int, str],
+                     dof_coord: dict[int, str]) -> list[dict[str, Any]]:
+    """The ``soft_equality`` constraints of the compiled model's active equalities, in MuJoCo's terms
+    (``mj_instantiateEquality``): anchors and orientations as frames in the links' (or the world's) frames."""
+    m, mj = c.m, c.mj
+    out = []
+    for e in range(m.neq):
+        if not m.eq_active0[e]:
+            continue
+        t, data = int(m.eq_type[e]), np.array(m.eq_data[e], float)
+        common = {"name": m.equality(e).name or f"equality{e}", "timeconst": float(m.eq_solref[e][0]),
+                  "dampratio": float(m.eq_solref[e][1]), "impedance": float(m.eq_solimp[e][0]),
+                  "dmax": float(m.eq_solimp[e][1])}
+        ids = (int(m.eq_obj1id[e]), int(m.eq_obj2id[e]))
+        if t == mj.mjtEq.mjEQ_JOINT:
+            coord = [dof_coord[int(m.jnt_dofadr[j])] if j >= 0 else None for j in ids]
+            ref = [float(m.qpos0[int(m.jnt_qposadr[j])]) if j >= 0 else 0.0 for j in ids]
+            out.append({**common, "kind": "joint", "joint1": coord[0], "joint2": coord[1], "ref1": ref[0],
+                        "ref2": ref[1], "polycoef": data[:5].tolist()})
+            continue
+        frames = []
+        for side, i in enumerate(ids):
+            if int(m.eq_objtype[e]) == mj.mjtObj.mjOBJ_SITE:
+                b, T = int(m.site_bodyid[i]), _pose(m.site_pos[i], m.site_quat[i])
+                if t == mj.mjtEq.mjEQ_CONNECT:
+                    T[:3, :3] = np.eye(3)
+            elif t == mj.mjtEq.mjEQ_CONNECT:
+                b, T = i, _translation(data[3 * side:3 * side + 3])
+            else:       # weld, body semantic: body 1's anchor is data[3:6] with the relative pose data[6:10]
+                b = i
+                T = _pose(data[3:6], data[6:10]) if side == 0 else _translation(data[0:3])
+            frames.append((link_of[b], (X[b] @ T).tolist()))
+        entry = {**common, "kind": "connect" if t == mj.mjtEq.mjEQ_CONNECT else "weld", "link1": frames[0][0],
+                 "frame1": frames[0][1], "link2": frames[1][0], "frame2": frames[1][1]}
+        if t == mj.mjtEq.mjEQ_WELD:
+            entry["torquescale"] = float(data[10])
+        out.append(entry)
+    return out
