@@ -704,8 +704,6 @@ MJCF_ERRORS = [   # MuJoCo's compiler reads the file: its messages, after the fi
      ["<equality> number 0", "a tendon equality (joint, connect and weld only)"]),
     ("tendon-spring", ('</worldbody>', '</worldbody><tendon><fixed name="t" stiffness="3"><joint joint="hip" '
                                        'coef="1"/></fixed></tendon>'), ["<tendon name='t'>", "attribute stiffness"]),
-    ("tendon-limit", ('</worldbody>', '</worldbody><tendon><fixed name="t" range="0 1"><joint joint="hip" '
-                                      'coef="1"/></fixed></tendon>'), ["<tendon name='t'>", "attribute range"]),
     ("actuator-dynamics", ('</worldbody>', '</worldbody><actuator><general joint="hip" dyntype="filter"/></actuator>'),
      ["actuator", "dyntype='filter'", "activation state"]),
     ("site-transmission", ('<inertial pos="0 0 0" mass="2"', '<site name="s"/><inertial pos="0 0 0" mass="2"',

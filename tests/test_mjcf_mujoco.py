@@ -402,3 +402,29 @@ def test_soft_equality_holds_a_four_bar_closed_and_couples_the_fingers(tmp_path)
         free = pbf.load_mjcf(path, equality="disable")
     tr = pbf.Simulator(free, "rk4", dt=1e-3).rollout(q0, np.zeros(free.nv), duration=1.0)
     assert max(np.abs(np.asarray(residual(q))).max() for q in tr.q) > 0.05
+
+
+COUPLED = """<mujoco><worldbody>
+  <body name="a"><joint name="j1" axis="0 1 0"/><geom type="capsule" fromto="0 0 0 0.3 0 0" size="0.03"/>
+    <body name="b" pos="0.3 0 0"><joint name="j2" axis="0 1 0"/><geom type="capsule" fromto="0 0 0 0.3 0 0" size="0.03"/>
+    </body></body></worldbody>
+  <tendon><fixed name="waist" range="-0.2 0.2"><joint joint="j1" coef="1"/><joint joint="j2" coef="0.5"/></fixed></tendon>
+</mujoco>"""
+
+
+def test_a_fixed_tendon_limit_holds_its_length(tmp_path):
+    """The tendon l = j1 + 0.5 j2 limited to [-0.2, 0.2]: the chain falls from horizontal and the limit holds
+    the length within a few hundredths of a radian (a stiff one-sided spring, like joint_limits); without
+    limits the length runs far past it."""
+    path = write(tmp_path, "coupled.xml", COUPLED)
+    model = pbf.load_mjcf(path)
+    (lim,) = forces_of(model, ("tendon_limits",))
+    assert lim.tendons == [{"name": "waist", "joints": {"j1": 1.0, "j2": 0.5}, "lower": -0.2, "upper": 0.2}]
+    for integrator, dt in (("rk4", 1e-3), ("pbad", 0.01)):
+        tr = pbf.Simulator(model, integrator, dt=dt).rollout(np.zeros(2), np.zeros(2), duration=1.5)
+        length = tr.q[:, 0] + 0.5 * tr.q[:, 1]
+        assert tr.status.value == "ok" and length.max() < 0.2 + 0.03 and length.min() > -0.2 - 0.03, integrator
+    free = pbf.load_mjcf(path, limits=False)
+    assert "tendon_limits" not in dict(free.default_forces)
+    tr = pbf.Simulator(free, "rk4", dt=1e-3).rollout(np.zeros(2), np.zeros(2), duration=1.5)
+    assert np.abs(tr.q[:, 0] + 0.5 * tr.q[:, 1]).max() > 0.5

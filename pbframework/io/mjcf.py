@@ -31,8 +31,8 @@ Forces (``model.default_forces``; a :class:`~pbframework.simulate.Simulator` add
 - ``joint_damping`` from ``damping``; ``joint_stiffness`` from ``stiffness`` about ``springref``;
   ``gravity_compensation`` from ``gravcomp``; ``joint_friction`` from ``frictionloss`` (MuJoCo's dry friction
   is a constraint; here a smooth ``tanh`` regularisation, see :mod:`pbframework.plugins.forces.passive`);
-  ``joint_limits`` where a joint is limited (``limits=True``; MuJoCo's limits are constraints, here a stiff
-  one-sided spring); ``mj_actuators`` from ``<actuator>`` (the control vector, MuJoCo's ``ctrl``, is the
+  ``joint_limits`` where a joint is limited and ``tendon_limits`` where a fixed tendon is (``limits=True``;
+  MuJoCo's limits are constraints, here a stiff one-sided spring); ``mj_actuators`` from ``<actuator>`` (the control vector, MuJoCo's ``ctrl``, is the
   step's input ``u``). MuJoCo's ``<option><flag gravity / spring / damper / actuation="disable">`` are
   honoured.
 - Geoms: spheres, boxes and capsules that collide (``contype`` or ``conaffinity`` non-zero) on moving bodies
@@ -181,8 +181,6 @@ def _check_supported(c: _Compiled, equality: str) -> None:
             j = int(m.wrap_objid[w])
             if int(m.jnt_type[j]) not in (mj.mjtJoint.mjJNT_HINGE, mj.mjtJoint.mjJNT_SLIDE):
                 raise c.refuse(f"{where}: a fixed tendon through the ball / free joint {c.joint_names[j]!r}")
-        if m.tendon_limited[k] and not inert:
-            raise c.refuse(f"{where}: attribute range (a tendon limit is a constraint)")
         for attr in ("stiffness", "damping", "frictionloss"):
             if np.any(np.asarray(getattr(m, f"tendon_{attr}")[k]) != 0):
                 raise c.refuse(f"{where}: attribute {attr}")
@@ -406,6 +404,12 @@ def load_mjcf(path: str | os.PathLike, *, limits: bool = True, balance_inertia: 
     limits = limits and not off(mj.mjtDisableBit.mjDSBL_LIMIT) and not off(mj.mjtDisableBit.mjDSBL_CONSTRAINT)
     forces: list[tuple[str, dict[str, Any]]] = list(limit_forces(joints, limits))
     forces += _passive_forces(c, dof_coord, gravcomp, off, quaternions)
+    limited = [k for k in range(m.ntendon) if m.tendon_limited[k]]
+    if limited and limits:
+        forces.append(("tendon_limits", {"tendons": [
+            {"name": m.tendon(k).name or f"tendon{k}", "lower": float(m.tendon_range[k][0]),
+             "upper": float(m.tendon_range[k][1]),
+             "joints": _tendon_joints(m, k, dof_coord)} for k in limited]}))
     if m.nu and not off(mj.mjtDisableBit.mjDSBL_ACTUATION):
         forces.append(("mj_actuators", _actuator_params(c, dof_coord, off)))
     if equality == "soft" and not off(mj.mjtDisableBit.mjDSBL_EQUALITY) and not off(mj.mjtDisableBit.mjDSBL_CONSTRAINT):
@@ -591,10 +595,7 @@ def _actuator_params(c: _Compiled, dof_coord: dict[int, str], off) -> dict[str, 
         if int(m.actuator_trntype[a]) == mj.mjtTrn.mjTRN_JOINT:
             joints = {dof_coord[int(m.jnt_dofadr[j])]: 1.0}
         else:                                   # a fixed tendon: length = sum coef q
-            joints = {}
-            for w in range(int(m.tendon_adr[j]), int(m.tendon_adr[j]) + int(m.tendon_num[j])):
-                name = dof_coord[int(m.jnt_dofadr[int(m.wrap_objid[w])])]
-                joints[name] = joints.get(name, 0.0) + float(m.wrap_prm[w])
+            joints = _tendon_joints(m, j, dof_coord)
         gain = np.zeros(3)
         gain[0] = m.actuator_gainprm[a, 0]
         if int(m.actuator_gaintype[a]) == mj.mjtGain.mjGAIN_AFFINE:
@@ -729,3 +730,12 @@ def _equality_params(c: _Compiled, X: dict[int, np.ndarray], link_of: dict[int, 
             entry["torquescale"] = float(data[10])
         out.append(entry)
     return out
+
+
+def _tendon_joints(m, k: int, dof_coord: dict[int, str]) -> dict[str, float]:
+    """A fixed tendon's length as ``{coordinate name: coefficient}`` (``l = sum c_i q_i``)."""
+    joints: dict[str, float] = {}
+    for w in range(int(m.tendon_adr[k]), int(m.tendon_adr[k]) + int(m.tendon_num[k])):
+        name = dof_coord[int(m.jnt_dofadr[int(m.wrap_objid[w])])]
+        joints[name] = joints.get(name, 0.0) + float(m.wrap_prm[w])
+    return joints

@@ -202,7 +202,107 @@ class JointLimits(ForceModel):
         return cached_function(model, self, "f", build)(q, qd)
 
 
+class TendonLimits(ForceModel):
+    """The same smooth one-sided spring and damper on the lengths of fixed tendons (MJCF ``<fixed range>``):
+    a tendon's length is ``l = sum_i c_i q_i`` over hinge and slide coordinates, and its limit acts along
+    ``c`` with the tendon's effective inertia ``1 / (c^T M^-1 c)`` at the neutral configuration.
+
+    Args:
+        tendons: one mapping per tendon: ``name``, ``joints`` (``{coordinate name: coefficient}``),
+            ``lower`` and ``upper`` (either may be infinite).
+        frequency, damping_ratio, width: as :class:`JointLimits`.
+    """
+
+    name = "tendon_limits"
+    forms = frozenset({ForceForm.POTENTIAL, ForceForm.GENERALIZED_FORCE})
+    energy_input = False
+    group = True
+
+    def __init__(self, tendons=(), frequency: float = FREQUENCY, damping_ratio: float = DAMPING_RATIO,
+                 width: float = WIDTH) -> None:
+        if isinstance(tendons, (str, dict)) or not tendons:
+            raise ValueError(f"{self.name}: tendons must be a non-empty list of mappings, got {tendons!r}")
+        self.tendons = []
+        for t in tendons:
+            lo, hi = float(t["lower"]), float(t["upper"])
+            if not lo <= hi or not t["joints"]:
+                raise ValueError(f"{self.name}: tendon {t.get('name')!r} needs joints and lower <= upper, got {t!r}")
+            self.tendons.append({"name": str(t["name"]), "joints": {str(k): float(v) for k, v in t["joints"].items()},
+                                 "lower": lo, "upper": hi})
+        self.frequency = finite_number(self.name, "frequency", frequency, minimum=0.0, strict=True)
+        self.damping_ratio = finite_number(self.name, "damping_ratio", damping_ratio, minimum=0.0)
+        self.width = finite_number(self.name, "width", width, minimum=0.0, strict=True)
+
+    def params(self) -> dict[str, Any]:
+        return {"tendons": [dict(t) for t in self.tendons], "frequency": self.frequency,
+                "damping_ratio": self.damping_ratio, "width": self.width}
+
+    def _setup(self, model: ArticulatedBody) -> list[tuple[np.ndarray, np.ndarray, float, float, float, float]]:
+        """Per tendon: (q indices, v indices, coefficients as one array, lower, upper, k, b)."""
+        def build():
+            from ._common import velocity_indices
+
+            M = np.array(crba(model)(clip_to_limits(model, model.neutral())))
+            out = []
+            for t in self.tendons:
+                idx = resolve_dofs(self.name, model, tuple(t["joints"]))
+                vidx = velocity_indices(self.name, model, idx)
+                c = np.zeros(model.nv)
+                c[vidx] = list(t["joints"].values())
+                m = 1.0 / float(c @ np.linalg.solve(M, c))
+                out.append((idx, vidx, np.array(list(t["joints"].values())), t["lower"], t["upper"],
+                            self.frequency ** 2 * m, 2.0 * self.damping_ratio * self.frequency * m))
+            return out
+
+        return cached_function(model, self, "setup", build)
+
+    def _sides(self, model: ArticulatedBody, q):
+        """``(length function, penetration d(q), k, b, sign)`` for every finite tendon limit."""
+        out = []
+        for idx, vidx, c, lo, hi, k, b in self._setup(model):
+            length = sum(float(ci) * q[i] for ci, i in zip(c, idx))
+            if hi < float("inf"):
+                out.append((idx, vidx, c, length - hi, k, b, 1.0))
+            if lo > float("-inf"):
+                out.append((idx, vidx, c, lo - length, k, b, -1.0))
+        return out
+
+    def energy(self, model, q):
+        def build() -> ca.Function:
+            qs = ca.SX.sym("q", model.nq)
+            V = sum((0.5 * k * _plus(d, self.width) ** 2 for *_, d, k, _b, _s in self._sides(model, qs)), ca.SX(0))
+            return ca.Function("tendon_limits_V", [qs], [V], ["q"], ["V"])
+
+        return cached_function(model, self, "V", build)(q)
+
+    def potential(self, model, q_next, q_cur, q_prev, dt, t):
+        def build() -> ca.Function:
+            qn, qc, h = ca.SX.sym("q_next", model.nq), ca.SX.sym("q_cur", model.nq), ca.SX.sym("dt")
+            Q = self.energy(model, qn)
+            for idx, _, c, d, _k, b, _s in self._sides(model, qc):     # the damper switched on where the step starts
+                dl = sum(float(ci) * (qn[i] - qc[i]) for ci, i in zip(c, idx))
+                Q = Q + b * _step(d, self.width) * dl ** 2 / (2 * h)
+            return ca.Function("tendon_limits_Q", [qn, qc, h], [Q], ["q_next", "q_cur", "dt"], ["Q"])
+
+        return cached_function(model, self, "Q", build)(q_next, q_cur, dt)
+
+    def generalized_force(self, model, q, qd, t):
+        def build() -> ca.Function:
+            qs, qds = ca.SX.sym("q", model.nq), ca.SX.sym("qd", model.nv)
+            f = ca.SX.zeros(model.nv)
+            for idx, vidx, c, d, k, b, sign in self._sides(model, qs):
+                rate = sum(float(ci) * qds[vi] for ci, vi in zip(c, vidx))
+                push = -sign * k * _plus(d, self.width) * _step(d, self.width) - b * _step(d, self.width) * rate
+                for ci, vi in zip(c, vidx):
+                    f[vi] = f[vi] + float(ci) * push
+            return ca.Function("tendon_limits_f", [qs, qds], [f], ["q", "qd"], ["f"])
+
+        return cached_function(model, self, "f", build)(q, qd)
+
+
 @hookimpl
 def pbf_force_models():
     return [PluginInfo("joint_limits", "smooth one-sided spring and damper at revolute / prismatic joint limits",
-                       JointLimits)]
+                       JointLimits),
+            PluginInfo("tendon_limits", "the same one-sided spring and damper on the lengths of fixed tendons "
+                       "(MJCF tendon range)", TendonLimits)]
