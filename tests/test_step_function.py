@@ -201,3 +201,20 @@ def test_c_backend_refuses_the_newton_rootfinder_and_unknown_backends_in_one_lin
     with pytest.raises(StepError, match="not a smooth function"):
         pbf.Simulator(models.box(), "ne_nmdp", dt=0.02, forces=["gravity", "wrench_polytope"]).step_function(
             backend="c")
+
+
+def test_c_step_function_documented_limits():
+    """What docs/trajopt.md says the compiled function does not do: second derivatives are not compiled
+    (CasADi refuses to build them), and generated fast_newton returns its last iterate where the VM raises."""
+    m = models.chain(2)
+    sim = pbf.Simulator(m, "pbad", order=2, dt=0.05)
+    s0 = sim.initial_state(models.chain_q0(m), np.full(m.nq, 0.3))
+    S = ca.MX.sym("s", s0.size)
+    cost = ca.sumsqr(sim.step_function(backend="c")(S, 0.0, 0.05, ca.MX(0, 1)))
+    with pytest.raises(RuntimeError):
+        ca.hessian(cost, S)
+    with pytest.raises(RuntimeError, match="step"):
+        sim.step_function(max_iter=1)(s0, 0.0, 0.05, [])
+    one = np.asarray(sim.step_function(backend="c", max_iter=1)(s0, 0.0, 0.05, [])).ravel()
+    full = np.asarray(sim.step_function(backend="c")(s0, 0.0, 0.05, [])).ravel()
+    assert np.all(np.isfinite(one)) and 0 < np.abs(one - full).max() < 1e-3
