@@ -104,19 +104,21 @@ def free_arm() -> ArticulatedBody:
     return ArticulatedBody(m0.links, joints, gravity=(0.0, 0.0, 0.0), name="free_arm")
 
 
-def _arm_sim(model, controller=lambda t, q, qd: np.zeros(1)):
-    return pbf.Simulator(model, "pbad", order=2, dt=DT, forces=[("joint_torque", {"controller": controller,
-                                                                                  "dofs": ["joint1"]})])
+def _arm_sim(model, controller=lambda t, q, qd: np.zeros(1), integrator="pbad", order=2):
+    return pbf.Simulator(model, integrator, order=order, dt=DT,
+                         forces=[("joint_torque", {"controller": controller, "dofs": ["joint1"]})])
 
 
-def test_quaternion_model_a_simulated_trajectory_satisfies_the_transcription():
+@pytest.mark.parametrize("integrator,order", [("pbad", 2), ("pbad", 3), ("pbfd", None)])
+def test_quaternion_model_a_simulated_trajectory_satisfies_the_transcription(integrator, order):
     """The transcription's own constraints (step conditions, state update with the exponential map, the
-    tangent max_step bound) evaluated at a trajectory the Simulator took: residual below IPOPT's tolerance."""
+    tangent max_step bound) evaluated at a trajectory the Simulator took: residual below IPOPT's tolerance,
+    for every integrator on the group."""
     m = free_arm()
     assert m.on_group and (m.nq, m.nv) == (8, 7)
     n = 12
     torque = lambda t, q, qd: np.array([0.3 * np.sin(3 * t)])           # noqa: E731
-    sim = _arm_sim(m, torque)
+    sim = _arm_sim(m, torque, integrator, order)
     pb = sim.problem
     s = sim.initial_state(m.neutral(), np.r_[0.0, 0.0, 0.0, 0.1, 0.2, 0.0, 0.5])
     S, X, U = [s], [], []
@@ -127,7 +129,8 @@ def test_quaternion_model_a_simulated_trajectory_satisfies_the_transcription():
         s, st = sim.advance(s, k * DT)
         assert res.converged and st.converged
         S.append(s), X.append(res.x), U.append(u)
-    tp = Transcription(_arm_sim(m), n, m.neutral(), np.r_[0.0, 0.0, 0.0, 0.1, 0.2, 0.0, 0.5])
+    tp = Transcription(_arm_sim(m, integrator=integrator, order=order), n, m.neutral(),
+                       np.r_[0.0, 0.0, 0.0, 0.1, 0.2, 0.0, 0.5])
     opti = tp.opti
     at = [tp.S == np.array(S).T, tp.X == np.array(X).T, tp.U == np.array(U).T]
     g, lbg, ubg = (np.asarray(opti.value(e, at)).ravel() for e in (opti.g, opti.lbg, opti.ubg))
