@@ -165,3 +165,22 @@ def test_quaternion_model_small_problem_solves_and_replays():
     for k in range(n):
         s1, st = sim.advance(r.s[k], k * DT)
         assert st.converged and np.abs(s1 - r.s[k + 1]).max() < 1e-6, k
+
+
+def test_jit_solve_gives_the_virtual_machines_solution():
+    """solve(jit=True): the NLP's functions as compiled C (CasADi's jit): same iterations, same optimum."""
+    import shutil
+
+    if shutil.which("gcc") is None:
+        pytest.skip("jit needs gcc")
+    m = double_pendulum()
+    out = []
+    for jit in (False, True):
+        tp = Transcription(_sim(m), 10, DOWN)
+        tp.bound_controls(-LIMIT, LIMIT)
+        tp.opti.subject_to(tp.q(10) == DOWN + np.array([-0.2, 0.1]))
+        tp.minimize(ca.sumsqr(tp.U) * DT)
+        out.append(tp.solve(jit=jit))
+    vm, c = out
+    assert vm.success and c.success and vm.iterations == c.iterations
+    assert np.abs(vm.u - c.u).max() < 1e-8 and abs(vm.cost - c.cost) < 1e-10 * max(1.0, vm.cost)
