@@ -184,3 +184,23 @@ def test_jit_solve_gives_the_virtual_machines_solution():
     vm, c = out
     assert vm.success and c.success and vm.iterations == c.iterations
     assert np.abs(vm.u - c.u).max() < 1e-8 and abs(vm.cost - c.cost) < 1e-10 * max(1.0, vm.cost)
+
+
+def test_quaternion_model_initial_guess_has_tangent_velocities():
+    """set_initial(q) on the group: a path at constant body velocity v (q_{k+1} = q_k (+) v dt) gives knot
+    states whose velocity entries are v (finite differences of q_difference), and a wrong shape is one line."""
+    from pbframework.lie import q_integrate
+
+    m = free_arm()
+    n = 6
+    v = np.array([0.1, -0.2, 0.05, 0.3, -0.4, 0.2, 0.5])
+    q = [m.neutral()]
+    for _ in range(n):
+        q.append(np.asarray(q_integrate(m)(q[-1], v * DT)).ravel())
+    tp = Transcription(_arm_sim(m), n, q[0], v)
+    tp.set_initial(q=np.array(q))
+    S = np.asarray(tp.opti.debug.value(tp.S, tp.opti.initial()))
+    assert np.allclose(S[m.nq:m.nq + m.nv, :].T, v, atol=1e-12)
+    assert np.allclose(S[: m.nq, :].T, np.array(q), atol=1e-15)
+    with pytest.raises(StepError, match="initial q must have shape"):
+        tp.set_initial(q=np.zeros((n + 1, m.nv)))
