@@ -122,6 +122,7 @@ C_TOL = 1e-10          # the compiled step and its Jacobian against the VM's (sa
 def _c_scenes():
     chain = models.chain(3)
     torque = ("joint_torque", {"controller": lambda t, q, qd: np.zeros(6)})
+    ball = models.chain(2, "ball")             # quaternions: nq 8, nv 6
     box = models.box()
     qb = np.zeros(box.nq)
     qb[2] = 0.098
@@ -133,10 +134,12 @@ def _c_scenes():
         "pbfd": (pbf.Simulator(box, "pbfd", dt=0.01, forces=["gravity", ("pbfd_contact", {"normal_stiffness": 1e5,
                                                                                            "friction": 1e6})]),
                  qb, np.array([1.0, 0, 0, 0, 0, 0]), 0.01),
+        "ball": (pbf.Simulator(ball, "pbad", order=2, dt=0.02, forces=["gravity"]), models.chain_q0(ball),
+                 np.full(ball.nv, 0.3), 0.02),
     }
 
 
-@pytest.mark.parametrize("scene", ["pbad2", "rk4", "pbfd"])
+@pytest.mark.parametrize("scene", ["pbad2", "rk4", "pbfd", "ball"])
 def test_c_step_function_and_its_jacobian_match_the_vm(scene):
     sim, q0, v0, dt = _c_scenes()[scene]
     nu = sim.problem.nu
