@@ -38,6 +38,7 @@ equations: :func:`pbframework.lie.q_difference`), not as ``q(N) == q_goal`` (``n
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 
 import casadi as ca
@@ -245,19 +246,33 @@ class Transcription:
         opts = {"ipopt.max_iter": int(max_iter), "ipopt.tol": float(tol), "print_time": False}
         if not verbose:
             opts.update({"ipopt.print_level": 0, "ipopt.sb": "yes"})
+        scratch = None
         if jit:
+            import tempfile
+
+            # CasADi's jit writes its C and object files into the working directory: run the solve (which
+            # compiles) from a scratch folder, removed afterwards
+            scratch = tempfile.TemporaryDirectory(prefix="pbf_jit_")
             opts.update({"jit": True, "compiler": "shell", "jit_options": {"flags": ["-O1"], "verbose": False}})
         self.opti.solver("ipopt", opts)
         t0 = time.perf_counter()
+        cwd = os.getcwd()
         try:
+            if scratch is not None:
+                os.chdir(scratch.name)
             sol = self.opti.solve()
             value, stats = sol.value, sol.stats()
         except RuntimeError:
             value, stats = self.opti.debug.value, self.opti.stats()
+        finally:
+            os.chdir(cwd)
         wall = time.perf_counter() - t0
         S = np.asarray(value(self.S)).reshape(self.problem.ns, self.steps + 1).T
         U = np.asarray(value(self.U)).reshape(self.problem.nu, self.steps).T if self.U is not None else \
             np.zeros((self.steps, 0))
+        cost = float(value(self._cost))
+        if scratch is not None:
+            scratch.cleanup()
         return TranscriptionResult(bool(stats.get("success", False)), str(stats.get("return_status", "")),
                                    int(stats.get("iter_count", 0)), self.t0 + np.arange(self.steps + 1) * self.dt,
-                                   S[:, : self.problem.nq], S, U, float(value(self._cost)), wall)
+                                   S[:, : self.problem.nq], S, U, cost, wall)

@@ -167,12 +167,14 @@ def test_quaternion_model_small_problem_solves_and_replays():
         assert st.converged and np.abs(s1 - r.s[k + 1]).max() < 1e-6, k
 
 
-def test_jit_solve_gives_the_virtual_machines_solution():
-    """solve(jit=True): the NLP's functions as compiled C (CasADi's jit): same iterations, same optimum."""
+def test_jit_solve_gives_the_virtual_machines_solution(tmp_path, monkeypatch):
+    """solve(jit=True): the NLP's functions as compiled C (CasADi's jit): same iterations, same optimum, and
+    CasADi's C and object files are not left in the working directory."""
     import shutil
 
     if shutil.which("gcc") is None:
         pytest.skip("jit needs gcc")
+    monkeypatch.chdir(tmp_path)
     m = double_pendulum()
     out = []
     for jit in (False, True):
@@ -184,6 +186,7 @@ def test_jit_solve_gives_the_virtual_machines_solution():
     vm, c = out
     assert vm.success and c.success and vm.iterations == c.iterations
     assert np.abs(vm.u - c.u).max() < 1e-8 and abs(vm.cost - c.cost) < 1e-10 * max(1.0, vm.cost)
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_quaternion_model_initial_guess_has_tangent_velocities():
