@@ -14,9 +14,12 @@ pbframework: ``pbframework.differentiable.step_function(sim.problem, jacobian=Tr
 rootfinder="fast_newton")``, one ``casadi.Function`` ``(s, t, dt, u) -> (s_next, d s_next / d s,
 d s_next / d u)``: the step solved by Newton to ``tol`` = 1e-12 on its first-order conditions, the
 Jacobians by the implicit function theorem at that solution (one LDL^T factorisation of the energy's
-Hessian). Timed on the CasADi VM and as generated C (``emit_c`` + ``build_shared`` at ``-O1``, the
-repository default, ``--opt``; the compile time is printed, a cached build's as recorded when it was built),
-one call from Python each (the C one through ``BatchRunner.bind``: one ctypes call). Integrators: ``pbad``
+Hessian). Timed on the CasADi VM and as generated C: the library's own compiled step function
+(``sim.step_function(backend="c")``, i.e. ``differentiable.compile_step``: one cached library holding
+``step`` and ``step_jacobian``, whose Jacobian also has the two columns d/dt and d/ddt, one back-substitution
+more here) at ``-O1``, the repository default, ``--opt``; the compile time is printed, a cached build's as
+recorded when it was built), one call from Python each (the C one through ``BatchRunner.bind`` on the
+library's ``step_jacobian``: one ctypes call). Integrators: ``pbad``
 order 2 (implicit, energy objective; state ``(q_k, v_k, q_{k-1})``, ``ns = 2 nq + nv``) and ``rk4``
 (explicit, the baseline; state ``(q, v)``). rk4's Jacobian is one SX graph (four forward-dynamics stages
 differentiated together): its C is 53 MB on CHAIN-10, over ``--max-source-mb`` (5), so rk4 is timed on
@@ -77,7 +80,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import pbframework as pbf  # noqa: E402
 from pbframework import models  # noqa: E402
-from pbframework.differentiable import Rootfinder, step_function  # noqa: E402
+from pbframework.differentiable import Rootfinder, compile_step, step_function, step_source  # noqa: E402
 from pbframework.step import ProblemKind  # noqa: E402
 
 from _common import median_time, out_path, write_json  # noqa: E402
@@ -223,8 +226,7 @@ def ours_reference(sim, s0, u0, dt, bases, levels, tol) -> dict:
 def run_ours(sc: dict, key: str, integrator: str, order, dt: float, args) -> list[dict]:
     """pbframework's Jacobian of one scene and integrator: the VM, the plain ``casadi.jacobian`` route (pbad)
     and generated C, each with its error against :func:`ours_reference`; on C also the step alone."""
-    from pbframework.codegen.build import BatchRunner, BuildError, build_shared
-    from pbframework.codegen.emit import emit_c
+    from pbframework.codegen.build import BatchRunner, BuildError
 
     m = sc["model"]
     sim = pbf.Simulator(m, integrator, order=order, dt=dt, forces=["gravity", sc["torque"]])
@@ -235,8 +237,6 @@ def run_ours(sc: dict, key: str, integrator: str, order, dt: float, args) -> lis
             "ref_est_s": ref["est_s"], "ref_est_u": ref["est_u"]}
     t0 = time.perf_counter()
     FJ = step_function(pb, tol=TOL, jacobian=True, rootfinder=Rootfinder.FAST_NEWTON)
-    fname = f"jac_{sc['name']}_{key}"
-    FJ = ca.Function(fname, FJ.mx_in(), FJ.call(FJ.mx_in()), FJ.name_in(), FJ.name_out())
     build_graph = time.perf_counter() - t0
     vm_out = [np.asarray(ca.densify(o)) for o in FJ(s0, 0.0, dt, u0)]
     rows = []
@@ -256,31 +256,31 @@ def run_ours(sc: dict, key: str, integrator: str, order, dt: float, args) -> lis
                      "build_graph": build_ad, "err_s": rel_err(Js, ref["s"]), "err_u": rel_err(Ju, ref["u"])})
     if args.no_c:
         return rows
-    FS = step_function(pb, tol=TOL, rootfinder=Rootfinder.FAST_NEWTON)      # the step alone, for the split
-    FS = ca.Function(f"step_{sc['name']}_{key}", FS.mx_in(), FS.call(FS.mx_in()), FS.name_in(), FS.name_out())
-    src = emit_c([FJ, FS], f"pbf_{fname}")
+    src = step_source(pb, tol=TOL)            # step, step_jacobian (+ jac_step): the library's backend="c" unit
     if src.size > args.max_source_mb * 1e6:
         print(f"  {sc['label']} {key}: generated C is {src.size / 1e6:.1f} MB, over --max-source-mb "
               f"{args.max_source_mb:g}: not compiled (VM only)", flush=True)
         rows[0]["source_mb"] = src.size / 1e6
         return rows
     try:
-        lib = build_shared(src, opt=args.opt)
+        compiled = compile_step(pb, opt=args.opt, source=src)
     except BuildError as exc:
         print(f"  {sc['label']} {key}: C build failed ({str(exc).splitlines()[0]}); VM only", flush=True)
         return rows
-    runner = BatchRunner(lib, FJ)
+    lib = compiled.library
+    CJ = compiled.step_jacobian               # (s, t, dt, u) -> (s_next, jac_s, jac_u, jac_t, jac_dt)
+    runner = BatchRunner(lib, CJ)
     args_c = (s0, np.array([0.0]), np.array([dt]), u0)
     c_out = runner(*args_c)
-    Js = np.asarray(ca.DM(FJ.sparsity_out(1), c_out[1][0]).full())
-    Ju = np.asarray(ca.DM(FJ.sparsity_out(2), c_out[2][0]).full())
+    Js = np.asarray(ca.DM(CJ.sparsity_out(1), c_out[1][0]).full())
+    Ju = np.asarray(ca.DM(CJ.sparsity_out(2), c_out[2][0]).full())
     agree = max(rel_err(Js, vm_out[1]), rel_err(Ju, vm_out[2]) if Ju.size else 0.0)
     t_c = median_time(runner.bind(*args_c), repeats=args.repeats, min_time=args.min_time)
     rows.append({**base, "method": f"{key} exact", "backend": "c", "time": t_c, "build_graph": build_graph,
                  "err_s": rel_err(Js, ref["s"]), "err_u": rel_err(Ju, ref["u"]), "c_vs_vm": agree,
                  "compile_s": lib.build_seconds, "compile_cached": lib.cached, "source_mb": src.size / 1e6,
                  "opt": args.opt})
-    step_runner = BatchRunner(lib, FS)        # kept alive: bind()'s closure holds only its work arrays' addresses
+    step_runner = BatchRunner(lib, compiled.step)   # kept alive: bind()'s closure holds only its work arrays
     t_step = median_time(step_runner.bind(*args_c), repeats=args.repeats, min_time=args.min_time)
     rows.append({**base, "method": f"{key} step alone (no Jacobian)", "backend": "c", "time": t_step,
                  "err_s": None, "err_u": None})

@@ -91,14 +91,16 @@ class Stepping:
             parts.append(v)
         return np.concatenate(parts)
 
-    def step_function(self, *, tol: float = 1e-12, max_iter: int = 50, rootfinder: str = "newton",
-                      jacobian: bool = False):
+    def step_function(self, *, tol: float = 1e-12, max_iter: int = 50, rootfinder: str | None = None,
+                      jacobian: bool = False, backend: str = "casadi", **build: Any):
         """One step as a differentiable ``casadi.Function`` ``(s, t, dt, u) -> s_next`` with exact derivatives
         (implicit function theorem for implicit steps; ``jacobian=True`` adds the outputs ``jac_s``,
-        ``jac_u``; ``rootfinder="fast_newton"`` makes it code-generatable): :mod:`pbframework.differentiable`."""
+        ``jac_u``; ``rootfinder="fast_newton"`` makes it code-generatable; ``backend="c"`` compiles it, ``build``:
+        ``opt``, ``cache``): :mod:`pbframework.differentiable`."""
         from .differentiable import step_function
 
-        return step_function(self.problem, tol=tol, max_iter=max_iter, rootfinder=rootfinder, jacobian=jacobian)
+        return step_function(self.problem, tol=tol, max_iter=max_iter, rootfinder=rootfinder, jacobian=jacobian,
+                             backend=backend, **build)
 
     def _init(self, q: np.ndarray, qd: np.ndarray, t: float, dt: float) -> np.ndarray:
         return initial_state(self.problem, q, qd, t, dt, self.inputs(t, q, qd))

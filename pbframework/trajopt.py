@@ -20,10 +20,25 @@ energy's gradient of PBAD order 2, seed 000 Eq. 5; the collocation residual of o
 Eq. 13) and ``S_{k+1} = advance(X_k, p_k)``, with ``p_k = [S_k; dt; t_k; U_k]``. Explicit integrators have
 no ``X``. So a trajectory the Simulator produced satisfies the constraints to its solver tolerance, and large
 position-based steps make the horizon short. Steps that are not smooth (NMDP, the QP baselines) are refused.
+
+Models with quaternion joints (``ball``, ``free``: ``nq != nv``). The integrators on the rotation group
+(:mod:`pbframework.plugins.integrators.pbad_group`, PBFD) already solve each step for *tangent* increments
+in a chart centred on the step's start, so ``X[:, k]`` are tangent increments (``nv`` per node) and
+``advance`` rebuilds the next configuration by the exponential map, ``q_{k+1} = q_k (+) xi``
+(:func:`pbframework.lie.q_integrate`). The knot states keep their ``nq`` quaternion entries as decision
+variables, and no norm constraint is added: the equality ``S[:, k + 1] == advance(X_k, p_k)`` carries the unit
+norm of ``S[:, 0]`` (fixed to ``sim.initial_state``) from knot to knot, exactly at a feasible point (to
+IPOPT's constraint tolerance in practice); a norm constraint as well would duplicate it, and equality
+constraints that are linearly dependent stall IPOPT. For the same reason a goal on a group model is stated
+in the tangent, ``opti.subject_to(tp.q_error(N, q_goal) == 0)`` (:meth:`Transcription.q_error`, ``nv``
+equations: :func:`pbframework.lie.q_difference`), not as ``q(N) == q_goal`` (``nq`` equations of which only
+``nv`` are independent on the group). ``max_step`` bounds the tangent displacement ``q_k (-) q_{k+1}`` and
+:meth:`Transcription.set_initial` takes finite-difference velocities on the group.
 """
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 
 import casadi as ca
@@ -77,8 +92,7 @@ class Transcription:
         S, X, U: the decision variables (states, step unknowns, inputs), one column per knot / step.
 
     Raises:
-        StepError: a non-smooth integrator, a model with ``ball`` / ``free`` joints (their configurations live
-            on the group; not supported yet), bad ``steps``.
+        StepError: a non-smooth integrator, bad ``steps``.
     """
 
     def __init__(self, sim, steps: int, q0, qd0=None, *, t0: float = 0.0, max_step: float | None = 0.5) -> None:
@@ -86,9 +100,6 @@ class Transcription:
         if pb.integrator in NOT_SMOOTH or pb.kind is ProblemKind.CONSTRAINED:
             raise StepError(f"{pb.integrator}: its step is not smooth (a QP's active set or a projected-gradient "
                             f"loop), so it cannot be a constraint of a gradient-based transcription")
-        if sim.model.on_group:
-            raise StepError("Transcription: models with ball / free joints are not supported yet (their "
-                            "configurations are quaternions; use ball2 / floating joints)")
         if isinstance(steps, bool) or not isinstance(steps, (int, np.integer)) or steps < 1:
             raise StepError(f"Transcription: steps must be a positive integer, got {steps!r}")
         self.sim, self.problem, self.steps = sim, pb, int(steps)
@@ -113,16 +124,34 @@ class Transcription:
             if nx:
                 opti.subject_to(g(x, p) == 0)
                 if max_step is not None:
-                    dq = self.S[: pb.nq, k + 1] - self.S[: pb.nq, k]
+                    dq = self._displacement(self.S[: pb.nq, k], self.S[: pb.nq, k + 1])
                     opti.subject_to(opti.bounded(-max_step, dq, max_step))
             opti.subject_to(self.S[:, k + 1] == pb.advance(x, p))
         self._cost = None
         self._guess_from_simulation()
 
     # -- views and helpers --------------------------------------------------------------------------------
+    def _displacement(self, q0, q1):
+        """``q1 - q0`` on flat models, the tangent displacement ``q0 (-) q1`` (``nv``) on the group."""
+        if not self.sim.model.on_group:
+            return q1 - q0
+        from .lie import q_difference
+
+        return q_difference(self.sim.model)(q0, q1)
+
     def q(self, k: int):
-        """The configuration at knot ``k`` (an Opti expression)."""
+        """The configuration at knot ``k`` (an Opti expression; ``nq`` entries, quaternions included)."""
         return self.S[: self.problem.nq, k]
+
+    def q_error(self, k: int, q_ref):
+        """The displacement from ``q_ref`` (``nq`` values) to the configuration at knot ``k``: ``q(k) - q_ref``
+        on flat models, the tangent ``q_ref (-) q(k)`` (``nv`` entries, :func:`pbframework.lie.q_difference`)
+        on models with quaternion joints; ``q_error(N, q_goal) == 0`` states a goal with independent
+        equations on either (module docstring)."""
+        ref = np.asarray(q_ref, float).ravel()
+        if ref.size != self.problem.nq:
+            raise StepError(f"Transcription: q_ref needs {self.problem.nq} values (nq), got {ref.size}")
+        return self._displacement(ca.DM(ref), self.q(k))
 
     def qd(self, k: int):
         """The velocity estimate at knot ``k``."""
@@ -177,13 +206,18 @@ class Transcription:
 
     def set_initial(self, q=None, u=None) -> None:
         """Initial guess: configurations ``q`` (steps + 1, nq; the states are built from them with finite-
-        difference velocities) and / or inputs ``u`` (steps, nu)."""
+        difference velocities, tangent ones on the group) and / or inputs ``u`` (steps, nu)."""
         if q is not None:
             q = np.asarray(q, float)
             if q.shape != (self.steps + 1, self.problem.nq):
                 raise StepError(f"Transcription: initial q must have shape {(self.steps + 1, self.problem.nq)}, "
                                 f"got {q.shape}")
-            qd = np.gradient(q, self.dt, axis=0)
+            if self.sim.model.on_group:
+                diff = self._displacement
+                dq = np.array([np.asarray(diff(ca.DM(q[k]), ca.DM(q[k + 1]))).ravel() for k in range(self.steps)])
+                qd = np.vstack([dq[:1], 0.5 * (dq[1:] + dq[:-1]), dq[-1:]]) / self.dt   # np.gradient's stencil
+            else:
+                qd = np.gradient(q, self.dt, axis=0)
             S = np.array([self.sim.initial_state(q[k], qd[k], self.t0 + k * self.dt) for k in range(self.steps + 1)])
             self.opti.set_initial(self.S, S.T)
             if self.X is not None:
@@ -197,8 +231,14 @@ class Transcription:
                                 f"{u.shape}")
             self.opti.set_initial(self.U, u.T)
 
-    def solve(self, *, max_iter: int = 500, tol: float = 1e-8, verbose: bool = False) -> TranscriptionResult:
-        """Solve with IPOPT; a failed solve is returned (``success`` False, the last iterate), not raised."""
+    def solve(self, *, max_iter: int = 500, tol: float = 1e-8, verbose: bool = False,
+              jit: bool = False) -> TranscriptionResult:
+        """Solve with IPOPT; a failed solve is returned (``success`` False, the last iterate), not raised.
+
+        ``jit=True`` has CasADi generate C for the NLP's functions (constraints, their Jacobian, the
+        Lagrangian's Hessian) and compile them with ``gcc -O1`` before IPOPT starts (CasADi's ``jit`` with
+        the ``shell`` compiler; compiled anew at every ``solve``, not cached), so the iterations run native
+        code instead of the virtual machine; ``wall_time`` includes the compilation."""
         import time
 
         if self._cost is None:
@@ -206,17 +246,33 @@ class Transcription:
         opts = {"ipopt.max_iter": int(max_iter), "ipopt.tol": float(tol), "print_time": False}
         if not verbose:
             opts.update({"ipopt.print_level": 0, "ipopt.sb": "yes"})
+        scratch = None
+        if jit:
+            import tempfile
+
+            # CasADi's jit writes its C and object files into the working directory: run the solve (which
+            # compiles) from a scratch folder, removed afterwards
+            scratch = tempfile.TemporaryDirectory(prefix="pbf_jit_")
+            opts.update({"jit": True, "compiler": "shell", "jit_options": {"flags": ["-O1"], "verbose": False}})
         self.opti.solver("ipopt", opts)
         t0 = time.perf_counter()
+        cwd = os.getcwd()
         try:
+            if scratch is not None:
+                os.chdir(scratch.name)
             sol = self.opti.solve()
             value, stats = sol.value, sol.stats()
         except RuntimeError:
             value, stats = self.opti.debug.value, self.opti.stats()
+        finally:
+            os.chdir(cwd)
         wall = time.perf_counter() - t0
         S = np.asarray(value(self.S)).reshape(self.problem.ns, self.steps + 1).T
         U = np.asarray(value(self.U)).reshape(self.problem.nu, self.steps).T if self.U is not None else \
             np.zeros((self.steps, 0))
+        cost = float(value(self._cost))
+        if scratch is not None:
+            scratch.cleanup()
         return TranscriptionResult(bool(stats.get("success", False)), str(stats.get("return_status", "")),
                                    int(stats.get("iter_count", 0)), self.t0 + np.arange(self.steps + 1) * self.dt,
-                                   S[:, : self.problem.nq], S, U, float(value(self._cost)), wall)
+                                   S[:, : self.problem.nq], S, U, cost, wall)

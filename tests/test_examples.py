@@ -115,6 +115,20 @@ def _check_swimmer_gradient(out: Path, stdout: str) -> None:
 CHECKS["swimmer_gradient"] = _check_swimmer_gradient
 
 
+def _check_jump(out: Path, stdout: str) -> None:
+    results = json.loads((out / "jump.json").read_text())
+    assert (out / "jump.png").stat().st_size > 0
+    assert results["success"] and results["status"] == "Solve_Succeeded", results
+    assert results["max_abs_torque"] <= 5.0 + 1e-6, results
+    assert results["rise_m"] > 0.02 and results["airborne_knots"] >= 5, results     # a jump, not a stretch
+    assert results["lowest_foot_best_m"] >= 0.01 - 1e-6, results                  # all four feet up at once
+    assert results["max_step_mismatch"] < 1e-6 and results["replay_converged"], results
+    assert "IPOPT: Solve_Succeeded" in stdout and "the torso rises" in stdout
+
+
+CHECKS["jump"] = _check_jump
+
+
 def test_examples_exist():
     assert {p.stem for p in SCRIPTS} >= set(CHECKS)
 
