@@ -6,17 +6,18 @@ The public front. Everything listed in ``__all__`` is stable API; other modules 
 from __future__ import annotations
 
 from . import dynamics, geometry, inertia, kinematics, models
+from .errors import (ArgumentTypeError, CliError, LimitError, ModelError, OutputPathError, PbfError, PluginError,
+                     PluginParameterError, StepError, StepFailure, UnknownPluginError)
 from .forces import ForceForm, ForceModel, force_model
 from .hookspecs import PluginInfo, hookimpl
 from .io import load_mjcf, load_urdf
-from .model import WORLD, ArticulatedBody, Joint, JointType, Link, ModelError, Shape, ShapeType, transform
-from .registry import (PluginError, PluginParameterError, UnknownPluginError, available, get_plugin, register,
-                       registry)
+from .model import WORLD, ArticulatedBody, Joint, JointType, Link, Shape, ShapeType, transform
+from .registry import available, get_plugin, register, registry
 from .result import BatchTrajectory, Trajectory
-from .simulate import FailurePolicy, Simulator, StepFailure
+from .simulate import FailurePolicy, Simulator
 from .export import ExportReport, export
 from .solving import SolveResult
-from .step import Objective, ProblemKind, StepConfig, StepError, StepProblem, build_step
+from .step import Objective, ProblemKind, StepConfig, StepProblem, build_step
 
 __version__ = "0.1.0"
 
@@ -30,4 +31,5 @@ __all__ = [
     "Simulator", "Trajectory", "BatchTrajectory", "FailurePolicy", "StepFailure",
     "StepConfig", "StepProblem", "StepError", "ProblemKind", "Objective", "SolveResult", "build_step",
     "export", "ExportReport", "__version__",
+    "PbfError", "ArgumentTypeError", "LimitError", "OutputPathError", "CliError",
 ]

@@ -56,6 +56,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from . import models
+from .errors import CliError
 from .model import ArticulatedBody
 
 
@@ -87,10 +88,6 @@ EPILOG = ("exit status: 0 the run ended ok; 1 it diverged (a state not finite, a
           "above its start by more than --energy-limit); 2 bad input (nothing run); 3 a step did not converge "
           "after its halvings (--on-failure stop ends the run there, continue goes on). The saved trajectory and "
           "plot carry the verdict either way.")
-
-
-class CliError(Exception):
-    """A user error: printed as one line, exit status 2."""
 
 
 class _Parser(argparse.ArgumentParser):

@@ -44,14 +44,12 @@ from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 
+from .errors import ModelError
+
 WORLD = "world"
 """Parent name of a joint that attaches its child link to the inertial frame."""
 
 DEFAULT_GRAVITY = (0.0, 0.0, -9.81)
-
-
-class ModelError(ValueError):
-    """An articulated body (or a file describing one) is invalid; the message names the element."""
 
 
 class JointType(str, enum.Enum):

@@ -13,6 +13,7 @@ from typing import Any, Callable, Iterable, Mapping
 import pluggy
 
 from . import hookspecs
+from .errors import PluginError, PluginParameterError, UnknownPluginError
 from .hookspecs import PROJECT, PluginInfo
 
 FAMILIES: dict[str, str] = {
@@ -27,22 +28,6 @@ FAMILIES: dict[str, str] = {
 
 _FAMILY_WORDS = {"force": "force model", "dynamics": "dynamics function", "fd": "forward-dynamics algorithm",
                  "integrator": "integrator", "solver": "solver", "backend": "backend"}
-
-
-class PluginError(RuntimeError):
-    """A plug-in could not be loaded or offered something malformed; the message names the plug-in."""
-
-
-class PluginParameterError(PluginError):
-    """A plug-in (or model builder) was given a parameter it does not take, or not one it needs; the one-line
-    message names it and lists the parameters it accepts with their defaults."""
-
-
-class UnknownPluginError(KeyError):
-    """No plug-in of that name in the family; the message lists the available names."""
-
-    def __str__(self) -> str:  # KeyError quotes its message; show it plainly
-        return str(self.args[0]) if self.args else ""
 
 
 class Registry:

@@ -15,13 +15,10 @@ from typing import Any
 
 import numpy as np
 
+from .errors import StepFailure
 from .solving import SolveResult, restart_state, solve_step
 from .step import StepError, initial_state
 from .verdict import FailurePolicy
-
-
-class StepFailure(RuntimeError):
-    """A step did not converge after its halvings and the failure policy is ``raise``."""
 
 
 @dataclass
@@ -63,7 +60,6 @@ class StepStats:
     def as_dict(self, t: float, dt: float) -> dict[str, Any]:
         """The statistics with the step's start time and size (a trajectory's ``info["failure"]``)."""
         return {"t": float(t), "dt": float(dt), **dataclasses.asdict(self)}
-
 
 
 class Stepping:
