@@ -13,7 +13,7 @@ from typing import Any, Callable, Iterable, Mapping
 import pluggy
 
 from . import hookspecs
-from .errors import PluginError, PluginParameterError, UnknownPluginError
+from .errors import PbfError, PluginError, PluginParameterError, UnknownPluginError
 from .hookspecs import PROJECT, PluginInfo
 
 FAMILIES: dict[str, str] = {
@@ -218,10 +218,22 @@ def check_parameters(what: str, build: Callable, params: Mapping[str, Any], *, g
 
 def build_plugin(family: str, name: str, **params: Any) -> Any:
     """``get_plugin(family, name).build(**params)``, the parameters checked against the build's signature
-    first (:class:`PluginParameterError` lists the accepted ones with their defaults)."""
+    first (:class:`PluginParameterError` lists the accepted ones with their defaults); a value the build
+    rejects with a ``TypeError`` or ``ValueError`` is a :class:`PluginParameterError` naming the plug-in."""
+    if not isinstance(name, str):
+        raise UnknownPluginError(f"{_FAMILY_WORDS.get(family, family)} name must be a string, got "
+                                 f"{type(name).__name__} {name!r} (available: {', '.join(available(family))})")
     info = get_plugin(family, name)
-    check_parameters(f"{_FAMILY_WORDS[family]} {name!r}", info.build, params)
-    return info.build(**params)
+    what = f"{_FAMILY_WORDS[family]} {name!r}"
+    check_parameters(what, info.build, params)
+    try:
+        return info.build(**params)
+    except PbfError:
+        raise
+    except (TypeError, ValueError, ArithmeticError) as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        first = first[len(name) + 2:] if first.startswith(f"{name}: ") else first
+        raise PluginParameterError(f"{what}: {first}; accepted: {describe_parameters(info.build)}") from None
 
 
 def available(family: str) -> list[str]:
