@@ -69,7 +69,7 @@ class Batches:
                             f"{why}: use backend='c' without per-step inputs, or drop executor")
         if chunk_size is not None and executor is None:
             raise StepError("chunk_size applies to a batch run on an executor; pass executor= too")
-        steps = self.steps_for(duration, steps)
+        steps = self.steps_for(duration, steps, count=Q0.shape[0])     # limits: steps, and memory of all M
         M, t0 = Q0.shape[0], float(t0)
         chunks = None
         names = ("iterations", "grad_norm", "converged", "halvings", "evaluations", "depth", "residual")

@@ -212,6 +212,8 @@ def _link_problem(b: _Body) -> str | None:
         Link(b.name, b.mass, com=b.com, inertia=b.inertia)
     except ModelError as exc:
         return str(exc)
+    except np.linalg.LinAlgError:                 # entries near 1e308: no eigen-decomposition converges
+        return f"link {b.name!r}: inertia {_moments(b.inertia)} too extreme for double precision"
     return None
 
 
@@ -219,7 +221,7 @@ def _incomplete(b: _Body) -> bool:
     """True if ``b`` should not stand alone: no mass, a singular tensor (a point mass), or not a valid Link."""
     if b.mass <= 0.0 or not np.all(np.isfinite(b.inertia)):
         return True
-    if np.linalg.eigvalsh(0.5 * (b.inertia + b.inertia.T))[0] <= 0.0:
+    if _eigvalsh(b.inertia)[0] <= 0.0:
         return True
     return _link_problem(b) is not None
 
@@ -235,7 +237,7 @@ def _unphysical(b: _Body) -> str | None:
     """Why ``b``'s inertia describes no rigid body (None if it does, or is a massless frame or point mass):
     a negative principal moment, or, with mass, moments breaking the triangle inequality."""
     I = 0.5 * (b.inertia + b.inertia.T)
-    moments = np.linalg.eigvalsh(I)
+    moments = _eigvalsh(I)
     tol = 1e-9 * float(np.abs(moments).max()) + 1e-15 * max(b.mass, 1.0)
     if moments[0] < -tol:
         return f"a negative principal moment {_moments(I)}"
@@ -359,7 +361,10 @@ def _assemble(bodies: dict[str, _Body], edges: list[_Edge], src: str, name: str,
     balanced: list[str] = []
     for bname in order:
         b = bodies[bname]
-        repaired = balance_inertia(b.inertia) if b.mass > 0.0 and np.all(np.isfinite(b.inertia)) else b.inertia
+        try:
+            repaired = balance_inertia(b.inertia) if b.mass > 0.0 and np.all(np.isfinite(b.inertia)) else b.inertia
+        except np.linalg.LinAlgError:             # entries near 1e308: left as they are, refused below
+            repaired = b.inertia
         if balance and repaired is not b.inertia:
             balanced.append(f"{bname!r} {_moments(b.inertia)} -> {_moments(repaired)}")
             b.inertia = repaired
@@ -400,7 +405,18 @@ def _assemble(bodies: dict[str, _Body], edges: list[_Edge], src: str, name: str,
 
 def _moments(inertia: np.ndarray) -> str:
     """Principal moments, ascending, for a message: ``(0.000662, 0.000679, 0.00657)``."""
-    return "(" + ", ".join(f"{m:.3g}" for m in np.linalg.eigvalsh(inertia)) + ")"
+    return "(" + ", ".join(f"{m:.3g}" for m in _eigvalsh(inertia)) + ")"
+
+
+def _eigvalsh(inertia: np.ndarray) -> np.ndarray:
+    """Ascending eigenvalues of the symmetric part of a finite ``inertia``, computed on the tensor scaled to
+    unit size (LAPACK fails to converge on entries near 1e308) and scaled back."""
+    I = 0.5 * (inertia + inertia.T)
+    scale = float(np.max(np.abs(I)))
+    if scale == 0.0 or not np.isfinite(scale):
+        return np.linalg.eigvalsh(I) if scale == 0.0 else np.full(3, np.nan)
+    with np.errstate(over="ignore"):
+        return np.linalg.eigvalsh(I / scale) * scale
 
 
 # -- URDF ------------------------------------------------------------------------------------------------
