@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from . import dynamics, geometry, inertia, kinematics, models
 from .errors import (ArgumentTypeError, CliError, LimitError, ModelError, OutputPathError, PbfError, PluginError,
-                     PluginParameterError, StepError, StepFailure, UnknownPluginError)
+                     PluginParameterError, StepError, StepFailure, UnknownFamilyError, UnknownPluginError)
 from .forces import ForceForm, ForceModel, force_model
 from .hookspecs import PluginInfo, hookimpl
 from .io import load_mjcf, load_urdf
@@ -31,5 +31,5 @@ __all__ = [
     "Simulator", "Trajectory", "BatchTrajectory", "FailurePolicy", "StepFailure",
     "StepConfig", "StepProblem", "StepError", "ProblemKind", "Objective", "SolveResult", "build_step",
     "export", "ExportReport", "__version__",
-    "PbfError", "ArgumentTypeError", "LimitError", "OutputPathError", "CliError",
+    "PbfError", "ArgumentTypeError", "LimitError", "OutputPathError", "CliError", "UnknownFamilyError",
 ]

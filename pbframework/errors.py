@@ -10,7 +10,8 @@
     ├── OutputPathError       + ValueError      an output path cannot be written (checked before the run)
     ├── CliError              + ValueError      a ``pbf`` option is invalid
     ├── PluginError           + RuntimeError    a plug-in failed to load or offered something malformed
-    │   └── PluginParameterError                a plug-in (or builder) parameter it does not take / needs
+    │   ├── PluginParameterError                a plug-in (or builder) parameter it does not take / needs
+    │   └── UnknownFamilyError    + ValueError  no plug-in family of that name
     ├── UnknownPluginError    + KeyError        no plug-in of that name (the message lists the available)
     └── StepFailure           + RuntimeError    a step did not converge under ``on_failure="raise"``
 
@@ -27,7 +28,7 @@ This module imports nothing from the package, so every module can import it.
 from __future__ import annotations
 
 __all__ = ["PbfError", "ModelError", "StepError", "ArgumentTypeError", "LimitError", "OutputPathError",
-           "CliError", "PluginError", "PluginParameterError", "UnknownPluginError", "StepFailure"]
+           "CliError", "PluginError", "PluginParameterError", "UnknownFamilyError", "UnknownPluginError", "StepFailure"]
 
 
 class PbfError(Exception):
@@ -70,6 +71,10 @@ class PluginError(PbfError, RuntimeError):
 class PluginParameterError(PluginError):
     """A plug-in (or model builder) was given a parameter it does not take, or not one it needs, or a value
     it rejects; the one-line message names it and lists the parameters it accepts with their defaults."""
+
+
+class UnknownFamilyError(PluginError, ValueError):
+    """No plug-in family of that name (``get_plugin("forces", ...)``); the message lists the families."""
 
 
 class UnknownPluginError(PbfError, KeyError):

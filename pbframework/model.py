@@ -132,7 +132,12 @@ def _vec3(value, what: str) -> np.ndarray:
 
 def _rigid_transform(value, what: str) -> np.ndarray:
     """``value`` as a 4x4 rigid transform (a proper rotation, last row ``0 0 0 1``); ModelError naming ``what``."""
-    T = np.asarray(value, dtype=float)
+    if isinstance(value, (str, bytes)) or np.iscomplexobj(value):
+        raise ModelError(f"{what} must be a finite 4x4 transform, got {type(value).__name__}")
+    try:
+        T = np.asarray(value, dtype=float)
+    except (TypeError, ValueError):
+        raise ModelError(f"{what} must be a finite 4x4 transform, got {type(value).__name__}") from None
     if T.shape != (4, 4) or not np.all(np.isfinite(T)):
         raise ModelError(f"{what} must be a finite 4x4 transform, got shape {T.shape}")
     R = T[:3, :3]

@@ -13,7 +13,7 @@ from typing import Any, Callable, Iterable, Mapping
 import pluggy
 
 from . import hookspecs
-from .errors import PbfError, PluginError, PluginParameterError, UnknownPluginError
+from .errors import PbfError, PluginError, PluginParameterError, UnknownFamilyError, UnknownPluginError
 from .hookspecs import PROJECT, PluginInfo
 
 FAMILIES: dict[str, str] = {
@@ -137,7 +137,7 @@ class Registry:
     # -- look-up --------------------------------------------------------------------------------------
     def _family(self, family: str) -> dict[str, tuple[PluginInfo, str]]:
         if family not in FAMILIES:
-            raise ValueError(f"unknown plug-in family {family!r} (families: {', '.join(FAMILIES)})")
+            raise UnknownFamilyError(f"unknown plug-in family {family!r} (families: {', '.join(FAMILIES)})")
         return self._collect()[family]
 
     def get(self, family: str, name: str) -> PluginInfo:

@@ -119,6 +119,17 @@ class Stepping:
             raise self._failure_error(st, t, dt)
         return s, st
 
+    @staticmethod
+    def check_array(x, what: str) -> np.ndarray:
+        """``x`` as a real float array (any shape); a :class:`StepError` naming ``what`` for a string, a
+        complex array or anything NumPy cannot read as real numbers."""
+        if isinstance(x, (str, bytes)) or np.iscomplexobj(x):
+            raise StepError(f"{what}: expected real numbers, got {type(x).__name__}")
+        try:
+            return np.asarray(x, dtype=float)
+        except (TypeError, ValueError):
+            raise StepError(f"{what}: expected real numbers, got {type(x).__name__}") from None
+
     def check_integrator_state(self, state, what: str = "state") -> np.ndarray:
         """``state`` as the integrator's state vector (length ``problem.ns``, real, finite), else a
         :class:`StepError` that says what it should be (:meth:`initial_state` makes one from ``q0, qd0``)."""
