@@ -174,8 +174,13 @@ class Simulator(Stepping, Energies, Rollouts, Batches, Records):
             raise StepError(str(exc)) from None
         self.max_halvings = integer(max_halvings, "max_halvings", minimum=0)
         self.max_speed = real(max_speed, "max_speed", positive=True, finite=False)
-        self.energy_limit = None if energy_limit is None else real(
-            energy_limit, "energy_limit (percent of the energy scale, or None)", positive=True)
+        self.energy_limit = None
+        if energy_limit is not None:
+            try:
+                self.energy_limit = real(energy_limit, "energy_limit", positive=True)
+            except StepError as exc:              # the type kept (ArgumentTypeError for a bool), the words ours
+                raise type(exc)(f"energy_limit must be a positive number (percent of the energy scale) or None, "
+                                f"got {energy_limit!r}") from None
         self.energy_checked = self.energy_limit is not None and energy_conserving(self.forces)
         self.expected_energy = expected_energy(get_plugin("integrator", integrator).meta.get("energy"),
                                                self.problem.order, self.forces)
