@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from . import dynamics, geometry, inertia, kinematics, models
 from .errors import (ArgumentTypeError, CliError, LimitError, ModelError, OutputPathError, PbfError, PluginError,
-                     PluginParameterError, StepError, StepFailure, UnknownFamilyError, UnknownPluginError)
+                     PluginParameterError, PluginTypeError, PluginValueError, StepError, StepFailure,
+                     UnknownFamilyError, UnknownPluginError)
 from .forces import ForceForm, ForceModel, force_model
 from .hookspecs import PluginInfo, hookimpl
 from .io import load_mjcf, load_urdf
@@ -32,4 +33,5 @@ __all__ = [
     "StepConfig", "StepProblem", "StepError", "ProblemKind", "Objective", "SolveResult", "build_step",
     "export", "ExportReport", "__version__",
     "PbfError", "ArgumentTypeError", "LimitError", "OutputPathError", "CliError", "UnknownFamilyError",
+    "PluginValueError", "PluginTypeError",
 ]

@@ -11,6 +11,8 @@
     ├── CliError              + ValueError      a ``pbf`` option is invalid
     ├── PluginError           + RuntimeError    a plug-in failed to load or offered something malformed
     │   ├── PluginParameterError                a plug-in (or builder) parameter it does not take / needs
+    │   │   ├── PluginValueError  + ValueError  ... a value its build rejects
+    │   │   └── PluginTypeError   + TypeError   ... a value of a type its build rejects
     │   └── UnknownFamilyError    + ValueError  no plug-in family of that name
     ├── UnknownPluginError    + KeyError        no plug-in of that name (the message lists the available)
     └── StepFailure           + RuntimeError    a step did not converge under ``on_failure="raise"``
@@ -28,7 +30,8 @@ This module imports nothing from the package, so every module can import it.
 from __future__ import annotations
 
 __all__ = ["PbfError", "ModelError", "StepError", "ArgumentTypeError", "LimitError", "OutputPathError",
-           "CliError", "PluginError", "PluginParameterError", "UnknownFamilyError", "UnknownPluginError", "StepFailure"]
+           "CliError", "PluginError", "PluginParameterError", "PluginValueError",
+           "PluginTypeError", "UnknownFamilyError", "UnknownPluginError", "StepFailure"]
 
 
 class PbfError(Exception):
@@ -71,6 +74,15 @@ class PluginError(PbfError, RuntimeError):
 class PluginParameterError(PluginError):
     """A plug-in (or model builder) was given a parameter it does not take, or not one it needs, or a value
     it rejects; the one-line message names it and lists the parameters it accepts with their defaults."""
+
+
+class PluginValueError(PluginParameterError, ValueError):
+    """A plug-in's build rejected the value of a parameter it takes (``damping="x"``, ``kp=-1``); also the
+    ``ValueError`` the plug-in raised, so ``except ValueError`` still catches it."""
+
+
+class PluginTypeError(PluginParameterError, TypeError):
+    """A plug-in's build rejected the type of a parameter's value with a ``TypeError``; also a ``TypeError``."""
 
 
 class UnknownFamilyError(PluginError, ValueError):

@@ -13,7 +13,8 @@ from typing import Any, Callable, Iterable, Mapping
 import pluggy
 
 from . import hookspecs
-from .errors import PbfError, PluginError, PluginParameterError, UnknownFamilyError, UnknownPluginError
+from .errors import (PbfError, PluginError, PluginParameterError, PluginTypeError, PluginValueError, UnknownFamilyError,
+                     UnknownPluginError)
 from .hookspecs import PROJECT, PluginInfo
 
 FAMILIES: dict[str, str] = {
@@ -219,7 +220,8 @@ def check_parameters(what: str, build: Callable, params: Mapping[str, Any], *, g
 def build_plugin(family: str, name: str, **params: Any) -> Any:
     """``get_plugin(family, name).build(**params)``, the parameters checked against the build's signature
     first (:class:`PluginParameterError` lists the accepted ones with their defaults); a value the build
-    rejects with a ``TypeError`` or ``ValueError`` is a :class:`PluginParameterError` naming the plug-in."""
+    rejects with a ``ValueError`` or ``TypeError`` is a :class:`PluginValueError` / :class:`PluginTypeError` (a
+    :class:`PluginParameterError` and the built-in the plug-in raised) naming the plug-in."""
     if not isinstance(name, str):
         raise UnknownPluginError(f"{_FAMILY_WORDS.get(family, family)} name must be a string, got "
                                  f"{type(name).__name__} {name!r} (available: {', '.join(available(family))})")
@@ -232,8 +234,9 @@ def build_plugin(family: str, name: str, **params: Any) -> Any:
         raise
     except (TypeError, ValueError, ArithmeticError) as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        first = first[len(name) + 2:] if first.startswith(f"{name}: ") else first
-        raise PluginParameterError(f"{what}: {first}; accepted: {describe_parameters(info.build)}") from None
+        first = first if first.startswith(f"{name}: ") else f"{what}: {first}"    # the plug-in named once
+        cls = PluginTypeError if isinstance(exc, TypeError) else PluginValueError
+        raise cls(f"{first}; accepted: {describe_parameters(info.build)}") from None
 
 
 def available(family: str) -> list[str]:

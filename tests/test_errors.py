@@ -14,13 +14,16 @@ import pytest
 import pbframework as pbf
 from pbframework import checks
 from pbframework.errors import (ArgumentTypeError, CliError, LimitError, ModelError, OutputPathError, PbfError,
-                                PluginError, PluginParameterError, StepError, StepFailure, UnknownPluginError)
+                                PluginError, PluginParameterError, PluginTypeError, PluginValueError, StepError,
+                                StepFailure, UnknownFamilyError, UnknownPluginError)
 
 
 @pytest.mark.parametrize("cls,builtin", [
     (ModelError, ValueError), (StepError, ValueError), (ArgumentTypeError, TypeError),
     (ArgumentTypeError, StepError), (LimitError, ValueError), (OutputPathError, ValueError), (CliError, ValueError),
     (PluginError, RuntimeError), (PluginParameterError, PluginError), (UnknownPluginError, KeyError),
+    (PluginValueError, ValueError), (PluginValueError, PluginParameterError), (PluginTypeError, TypeError),
+    (UnknownFamilyError, ValueError), (UnknownFamilyError, PluginError),
     (StepFailure, RuntimeError),
 ])
 def test_every_error_is_a_pbf_error_and_the_builtin_it_was(cls, builtin):
@@ -35,7 +38,8 @@ def test_old_names_import_from_where_they_were():
     from pbframework.stepping import StepFailure as g
     assert (a, b, c, d, e, f, g) == (CliError, ModelError, PluginError, PluginParameterError, UnknownPluginError,
                                      StepError, StepFailure)
-    for name in ("PbfError", "ArgumentTypeError", "LimitError", "OutputPathError", "CliError"):
+    for name in ("PbfError", "ArgumentTypeError", "LimitError", "OutputPathError", "CliError", "PluginValueError",
+                 "PluginTypeError", "UnknownFamilyError"):
         assert name in pbf.__all__ and getattr(pbf, name) is getattr(pbframework_errors(), name)
 
 
