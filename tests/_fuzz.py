@@ -29,7 +29,7 @@ CASE_BOUND = 60.0
 """Seconds one fuzz case may take (a deadline, not a timing: a case past it is a hang, the issue's "no
 answer"); generous so a loaded 2-core machine never trips it on a case that does end."""
 
-FAST_EXAMPLES = {"urdf": 150, "api": 60, "cli": 60}
+FAST_EXAMPLES = {"urdf": 400, "api": 150, "cli": 150}
 LONG_EXAMPLES = {"urdf": 3000, "api": 1000, "cli": 600}
 
 

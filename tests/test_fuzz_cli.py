@@ -19,6 +19,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+import pbframework as pbf
 from pbframework.cli import main
 
 from _fuzz import profile, run_case, write_report
@@ -47,7 +48,7 @@ VALUES = {
     "--max-steps": ("100", "0", "-1", "10000000000"),
     "--max-links": ("5", "0", "1000"),
     "--max-memory": ("1", "0", "-1", "nan", "1e-9"),
-    "--model": ("missing.urdf", "robot.txt", "{tmp}", "{file}", ""),
+    "--model": ("missing.urdf", "robot.txt", "{tmp}", "{file}", "", "{urdf}", "{urdf}"),
     "--out": ("{tmp}/t.npz", "{file}/t.npz", "", "{tmp}", "/proc/t.npz", "{tmp}/t.csv", "{tmp}/" + "a" * 300 + ".npz",
               "{tmp}/missing/t.npz"),
     "--plot": ("{tmp}/e.png", "{tmp}/e.txt", "{file}/e.png", ""),
@@ -57,7 +58,7 @@ FLAGS = ("--adaptive", "--balance-inertia", "--no-progress")
 
 @st.composite
 def argv(draw):
-    model = draw(st.sampled_from(("chain", "swimmer", "box", "spider", "robot", None)))
+    model = draw(st.sampled_from(("chain", "chain", "swimmer", "box", "spider", "robot", None)))
     args = ["simulate"] + ([model] if model else [])
     args += ["--integrator", "rk4", "--duration", "0.05", "--no-progress"]    # a fast base
     if model in ("chain", "swimmer"):
@@ -71,7 +72,9 @@ def argv(draw):
 def _resolve(args: list[str], tmp: Path) -> list[str]:
     regular = tmp / "regular_file"
     regular.write_text("x")
-    return [a.replace("{tmp}", str(tmp)).replace("{file}", str(regular)) for a in args]
+    robots = pbf.models.example_robot_data_dir()
+    urdf = (robots / "double_pendulum_description/urdf/double_pendulum.urdf") if robots else regular
+    return [a.replace("{tmp}", str(tmp)).replace("{file}", str(regular)).replace("{urdf}", str(urdf)) for a in args]
 
 
 def _run(args: list[str]):
