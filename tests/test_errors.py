@@ -244,3 +244,15 @@ def test_inertia_near_the_largest_double_is_a_model_error(tmp_path, robots_dir):
 
     with pytest.raises(ModelError):
         pbf.load_urdf(_pendulum(tmp_path, robots_dir, edit))
+
+
+@pytest.mark.parametrize("xpath,tag", [("joint", "axis"), ("joint", "limit"), ("joint", "origin"), ("joint", "parent"),
+                                       ("link", "inertial"), ("link/inertial", "mass"), ("link/inertial", "inertia")])
+def test_a_second_element_urdf_allows_once_is_an_error(tmp_path, robots_dir, xpath, tag):
+    """A duplicated <axis>, <limit>, <inertial>, ... used to be silently ignored (the first one read)."""
+    def edit(root):
+        parent = next(p for p in root.findall(xpath) if p.find(tag) is not None)
+        parent.append(ET.fromstring(ET.tostring(parent.find(tag))))
+
+    with pytest.raises(ModelError, match=f"2 <{tag}> elements in <{xpath.split('/')[-1]}>; URDF allows one"):
+        pbf.load_urdf(_pendulum(tmp_path, robots_dir, edit))

@@ -421,9 +421,18 @@ def _eigvalsh(inertia: np.ndarray) -> np.ndarray:
 
 # -- URDF ------------------------------------------------------------------------------------------------
 
+def _one(elem: ET.Element, tag: str, what: str) -> ET.Element | None:
+    """The ``<tag>`` child of ``elem`` (None when absent); URDF allows at most one, so a second one (which
+    would be silently ignored) is a :class:`ModelError` naming ``what``."""
+    found = elem.findall(tag)
+    if len(found) > 1:
+        raise ModelError(f"{what}: {len(found)} <{tag}> elements in <{elem.tag}>; URDF allows one (which is meant?)")
+    return found[0] if found else None
+
+
 def _origin(elem: ET.Element, what: str) -> np.ndarray:
     """The 4x4 transform of the ``<origin>`` child of ``elem`` (identity when absent)."""
-    o = elem.find("origin")
+    o = _one(elem, "origin", what)
     if o is None:
         return np.eye(4)
     xyz = _floats(o.get("xyz", "0 0 0"), 3, f"{what}: <origin> attribute xyz")
@@ -458,17 +467,17 @@ def _urdf_shapes(link: ET.Element, where: str) -> list[Shape]:
 def _urdf_body(link: ET.Element, name: str, src: str) -> _Body:
     where = f"{src}: link {name!r}"
     shapes = _urdf_shapes(link, where)
-    inertial = link.find("inertial")
+    inertial = _one(link, "inertial", where)
     if inertial is None:
         return _Body(name, 0.0, np.zeros(3), np.zeros((3, 3)), shapes)
-    mass_el = inertial.find("mass")
+    mass_el = _one(inertial, "mass", where)
     if mass_el is None:
         raise ModelError(f"{where}: <inertial> has no <mass>")
     mass = _number(mass_el, "value", where)
     if not np.isfinite(mass) or mass < 0.0:
         raise ModelError(f"{where}: mass must be finite and non-negative, got {mass_el.get('value')!r}")
     T = _origin(inertial, f"{where} <inertial>")
-    inertia_el = inertial.find("inertia")
+    inertia_el = _one(inertial, "inertia", where)
     if inertia_el is None:
         raise ModelError(f"{where}: <inertial> has no <inertia> (ixx ixy ixz iyy iyz izz)")
     ixx, ixy, ixz, iyy, iyz, izz = (_number(inertia_el, k, where) for k in
@@ -486,7 +495,7 @@ def _urdf_edge(j: ET.Element, src: str, index: int) -> _Edge:
         raise ModelError(f"{src}: <joint> number {index + 1} has no 'name' attribute")
     refs = {}
     for tag in ("parent", "child"):
-        el = j.find(tag)
+        el = _one(j, tag, f"{src}: joint {name!r}")
         if el is None or not el.get("link"):
             raise ModelError(f"{src}: joint {name!r}: missing <{tag} link=\"...\"/>")
         refs[tag] = el.get("link")
@@ -497,13 +506,13 @@ def _urdf_edge(j: ET.Element, src: str, index: int) -> _Edge:
     if jtype not in _URDF_TYPE_MAP:
         raise ModelError(f"{where}: unsupported type {jtype!r} (supported: {', '.join(URDF_JOINT_TYPES)})")
     t = _URDF_TYPE_MAP[jtype]
-    axis_el = j.find("axis")
+    axis_el = _one(j, "axis", where)
     axis = np.array([1.0, 0.0, 0.0]) if axis_el is None else _floats(axis_el.get("xyz", "1 0 0"), 3,
                                                                         f"{where}: <axis> attribute xyz")
     if t in (JointType.REVOLUTE, JointType.PRISMATIC) and np.linalg.norm(axis) < 1e-12:
         raise ModelError(f"{where}: <axis xyz> must be non-zero, got {axis_el.get('xyz')!r}")
     lower, upper, effort, velocity = -np.inf, np.inf, np.inf, np.inf
-    limit = j.find("limit")
+    limit = _one(j, "limit", where)
     if limit is not None:
         effort = _number(limit, "effort", where, np.inf)
         velocity = _number(limit, "velocity", where, np.inf)
