@@ -143,6 +143,11 @@ class Simulator(Stepping, Energies, Rollouts, Batches, Records):
                 raise StepError(f"integrator {integrator!r} is explicit and uses no solver; drop solver_options")
             if solver != "auto":
                 raise StepError(f"integrator {integrator!r} is explicit and uses no solver; drop solver={solver!r}")
+            if self.config.objective is not Objective.AUTO or not self.config.precondition:
+                what = (f"objective={self.config.objective.value!r}" if self.config.objective is not Objective.AUTO
+                        else "precondition=False")
+                raise StepError(f"integrator {integrator!r} is explicit and has no step objective to shape; drop "
+                                f"{what}")
             self.solver_name = None
         else:
             if sinfo is None:

@@ -209,3 +209,11 @@ def test_memory_limit_is_checked_before_the_run():
     with pytest.raises(pbf.LimitError, match="max_memory raises it"):
         sim.rollout(np.array([0.3, -0.2]), None, steps=1000)
     assert math.isfinite(sim.rollout(np.array([0.3, -0.2]), None, steps=10).energy[-1])
+
+
+@pytest.mark.parametrize("kwargs,what", [({"objective": "energy"}, "objective='energy'"),
+                                         ({"precondition": False}, "precondition=False"),
+                                         ({"solver_options": {"max_iter": 3}}, "solver_options")])
+def test_options_an_explicit_integrator_would_ignore_are_errors(kwargs, what):
+    with pytest.raises(pbf.StepError, match=f"integrator 'rk4' is explicit .*drop {what}"):
+        pbf.Simulator(MODEL, "rk4", **kwargs)
