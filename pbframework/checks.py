@@ -20,8 +20,8 @@ import numpy as np
 
 from .errors import ArgumentTypeError, LimitError, ModelError, OutputPathError, PbfError, StepError
 
-__all__ = ["MAX_STEPS", "MAX_MEMORY", "MAX_LINKS", "real", "integer", "flag", "options", "check_steps",
-           "check_memory", "check_links", "output_path", "check_mass_matrix"]
+__all__ = ["MAX_STEPS", "MAX_MEMORY", "MAX_LINKS", "MAX_DOFS", "real", "integer", "flag", "options", "check_steps",
+           "check_memory", "check_links", "output_path", "mass_matrix", "check_mass_matrix"]
 
 MAX_STEPS = 10_000_000
 """Most steps (output intervals for adaptive runs) of one rollout: ``Simulator(max_steps=...)``,
@@ -34,6 +34,11 @@ MAX_MEMORY = 2 * 1024 ** 3
 MAX_LINKS = 1000
 """Most links of a model built or loaded (the symbolic dynamics grow with it):
 ``load_urdf(max_links=...)``, ``pbf simulate --max-links``."""
+
+MAX_DOFS = 600
+"""Most velocity coordinates (``model.nv``) of a model a Simulator is built for: the symbolic step grows
+faster than quadratically with it (on a 2-core machine, a pbad Simulator of CHAIN-250, nv = 500, builds in
+about 40 s): ``Simulator(max_dofs=...)``, ``pbf simulate --max-dofs``."""
 
 _STEP_COLUMN_BYTES = 7 * 8
 """Bytes of the per-step statistics (seven 8-byte columns) next to the state."""
@@ -140,6 +145,13 @@ def check_links(n: int, what: str, *, max_links: int = MAX_LINKS, option: str = 
         raise LimitError(f"{what}: {n} links, more than the limit of {max_links} ({option} raises it)")
 
 
+def check_dofs(nv: int, what: str, *, max_dofs: int = MAX_DOFS, option: str = "max_dofs") -> None:
+    """:class:`LimitError` if a model of ``nv`` velocity coordinates (``what`` names it) exceeds ``max_dofs``."""
+    if nv > max_dofs:
+        raise LimitError(f"{what}: {nv} velocity coordinates, more than the limit of {max_dofs} ({option} raises "
+                         f"it; building the step of a model this size takes minutes)")
+
+
 # -- output paths ------------------------------------------------------------------------------------------
 
 def output_path(text: Any, name: str, formats: Sequence[str] | None = None, *, directory: bool = False) -> Path:
@@ -214,25 +226,69 @@ def sample_configurations(model, count: int = 2, seed: int = 0) -> list[np.ndarr
     return out
 
 
+def _skew(v: np.ndarray) -> np.ndarray:
+    return np.array([[0.0, -v[2], v[1]], [v[2], 0.0, -v[0]], [-v[1], v[0], 0.0]])
+
+
+def mass_matrix(model, q: np.ndarray) -> np.ndarray:
+    """``M(q)`` evaluated numerically: the composite rigid body algorithm of
+    :func:`pbframework.dynamics.build_crba` in NumPy for models of hinges and slides (no symbolic graph, so
+    a loader can check a 1000-link model in well under a second), the CasADi ``crba`` plug-in for models
+    with spherical or free joints. Overflow gives inf / NaN entries, never an exception."""
+    from .dynamics import crba, motion_subspace, spatial_inertia
+    from .kinematics import element_tree
+
+    tree = element_tree(model)
+    if tree.on_group:
+        with np.errstate(all="ignore"):
+            return np.asarray(crba(model)(q), dtype=float)
+    n = len(tree.elements)
+    with np.errstate(all="ignore"):
+        X, Ic, S = [], [], []
+        for i, e in enumerate(tree.elements):
+            a, qi = np.asarray(e.axis, float), float(q[i])
+            if e.kind == "R":
+                K = _skew(a)
+                Rj, pj = np.eye(3) + math.sin(qi) * K + (1.0 - math.cos(qi)) * (K @ K), np.zeros(3)
+            else:
+                Rj, pj = np.eye(3), a * qi
+            R0, p0 = e.origin[:3, :3], e.origin[:3, 3]
+            R, p = R0 @ Rj, p0 + R0 @ pj
+            E = R.T
+            X.append(np.block([[E, np.zeros((3, 3))], [-E @ _skew(p), E]]))
+            Ic.append(np.asarray(spatial_inertia(e.mass, e.com, e.inertia), dtype=float))
+            S.append(np.asarray(motion_subspace(e), dtype=float).ravel())
+        for i in reversed(range(n)):
+            parent = tree.elements[i].parent
+            if parent >= 0:
+                Ic[parent] = Ic[parent] + X[i].T @ Ic[i] @ X[i]
+        M = np.zeros((n, n))
+        for i, e in enumerate(tree.elements):
+            F = Ic[i] @ S[i]
+            M[i, i] = S[i] @ F + e.armature
+            j = i
+            while tree.elements[j].parent >= 0:
+                F = X[j].T @ F
+                j = tree.elements[j].parent
+                M[i, j] = M[j, i] = S[j] @ F
+    return M
+
+
 def check_mass_matrix(model, where: str, *, count: int = 2) -> None:
     """Raise :class:`ModelError` unless the mass matrix ``M(q)`` of ``model`` is finite, symmetric and
     positive definite at the sample configurations (:func:`sample_configurations`): numbers that are each
     valid can still make ``M`` overflow or lose definiteness (a mass of 1e300, a link far away). ``where``
     starts the message (the file name). A loader calls this once a model is built."""
-    from .dynamics import crba
-
     if model.nv == 0:
         return
-    try:
-        M_of = crba(model)
-    except (RuntimeError, ArithmeticError, np.linalg.LinAlgError) as exc:     # CasADi, overflow
-        raise ModelError(f"{where}: the mass matrix cannot be built ({type(exc).__name__}: "
-                         f"{str(exc).splitlines()[0] if str(exc) else ''})") from None
     names = model.velocity_names
     for k, q in enumerate(sample_configurations(model, count)):
         at = "the neutral configuration" if k == 0 else f"sample configuration {k} (seeded)"
-        with np.errstate(all="ignore"):
-            M = np.asarray(M_of(q), dtype=float)
+        try:
+            M = mass_matrix(model, q)
+        except (RuntimeError, ArithmeticError) as exc:     # CasADi's crba (spherical / free joints)
+            raise ModelError(f"{where}: the mass matrix cannot be evaluated ({type(exc).__name__}: "
+                             f"{str(exc).splitlines()[0] if str(exc) else ''})") from None
         bad = np.argwhere(~np.isfinite(M))
         if bad.size:
             i = int(bad[0][0])

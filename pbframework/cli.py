@@ -56,7 +56,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from . import models
-from .checks import MAX_LINKS, MAX_MEMORY, MAX_STEPS
+from .checks import MAX_DOFS, MAX_LINKS, MAX_MEMORY, MAX_STEPS
 from .errors import CliError
 from .model import ArticulatedBody
 
@@ -130,6 +130,8 @@ def _model_options(p: argparse.ArgumentParser) -> None:
                     help="how deep an unconverged step is retried as two half steps (default 4; 0: never)")
     p.add_argument("--max-links", type=int, default=MAX_LINKS,
                     help=f"refuse a model of more links, before building it (default {MAX_LINKS}; docs/errors.md)")
+    p.add_argument("--max-dofs", type=int, default=MAX_DOFS,
+                    help=f"refuse a model of more velocity coordinates, before building its step (default {MAX_DOFS})")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -341,24 +343,25 @@ def _check_model_source(args) -> None:
 
 def _load_model(args, params: dict[str, Any]) -> tuple[ArticulatedBody, np.ndarray]:
     """The model and its default initial configuration."""
+    from .checks import check_dofs, check_links
     from .io import load_mjcf, load_urdf
     from .limits import clip_to_limits
 
     if args.model:
-        from .checks import check_links
-
         path = Path(args.model)
         if path.suffix.lower() == ".urdf":
             model = load_urdf(path, balance_inertia=args.balance_inertia, max_links=args.max_links)
         else:
             model = load_mjcf(path, balance_inertia=args.balance_inertia)
         check_links(model.nlinks, str(path), max_links=args.max_links, option="--max-links")
+        check_dofs(model.nv, str(path), max_dofs=args.max_dofs, option="--max-dofs")
         return model, clip_to_limits(model, model.neutral())
     build, q0_of, _ = BUILDERS[args.name]
     try:
         model = build(**params)
     except (TypeError, ValueError) as exc:        # a value of the wrong kind for the builder
         raise CliError(f"model {args.name!r} with {params}: {exc}") from None
+    check_dofs(model.nv, f"model {args.name!r}", max_dofs=args.max_dofs, option="--max-dofs")
     return model, (q0_of(model) if q0_of is not None else np.zeros(model.nq))
 
 
@@ -377,6 +380,8 @@ def _configuration(args):
         raise CliError(f"--max-halvings must be a non-negative integer, got {args.max_halvings}")
     if args.max_links < 1:
         raise CliError(f"--max-links must be a positive integer, got {args.max_links}")
+    if args.max_dofs < 1:
+        raise CliError(f"--max-dofs must be a positive integer, got {args.max_dofs}")
     _check_ignored(args)
     return params, forces, config
 
@@ -466,7 +471,7 @@ def _simulate(args) -> int:
                     objective=config.objective, fd=config.fd, solver_options=opts or None, backend=args.backend,
                     on_failure=args.on_failure or "stop", max_halvings=4 if args.max_halvings is None else
                     args.max_halvings, energy_limit=args.energy_limit or None, adaptive=adaptive,
-                    max_steps=args.max_steps, max_memory=max_memory)
+                    max_steps=args.max_steps, max_memory=max_memory, max_dofs=args.max_dofs)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         if batch:
@@ -537,7 +542,7 @@ def _export(args) -> int:
     q0 = model.check_state(default_q0 if q0 is None else q0, "--q0")
     sim = Simulator(model, args.integrator, order=config.order, solver=args.solver, dt=config.dt, forces=forces,
                     objective=config.objective, fd=config.fd,
-                    max_halvings=4 if args.max_halvings is None else args.max_halvings,
+                    max_halvings=4 if args.max_halvings is None else args.max_halvings, max_dofs=args.max_dofs,
                     solver_options=None if args.max_iter is None else {"max_iter": args.max_iter})
     report = export(sim, args.out, precision=args.precision, name=args.lib_name, force=args.overwrite, q0=q0,
                     qd0=qd0, steps=args.steps)

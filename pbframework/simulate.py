@@ -25,7 +25,7 @@ from typing import Any, Iterable, Mapping
 
 from .adaptive import AdaptiveOptions
 from .batch import Batches
-from .checks import MAX_MEMORY, MAX_STEPS, flag, integer, options, real
+from .checks import MAX_DOFS, MAX_MEMORY, MAX_STEPS, check_dofs, flag, integer, options, real
 from .energies import Energies
 from .errors import ArgumentTypeError, PbfError
 from .model import ArticulatedBody
@@ -88,6 +88,9 @@ class Simulator(Stepping, Energies, Rollouts, Batches, Records):
             any work.
         max_memory: the most bytes a rollout's states and statistics may take (default
             :data:`~pbframework.checks.MAX_MEMORY`, 2 GiB); checked with ``max_steps``.
+        max_dofs: the most velocity coordinates of a model this Simulator is built for (default
+            :data:`~pbframework.checks.MAX_DOFS`); more is a :class:`~pbframework.errors.LimitError` before the
+            step is built.
 
     Raises:
         UnknownPluginError: unknown integrator, solver or force name (the message lists the available).
@@ -105,7 +108,7 @@ class Simulator(Stepping, Energies, Rollouts, Batches, Records):
                  max_speed: float = 1e4, energy_limit: float | None = DEFAULT_ENERGY_LIMIT,
                  adaptive: AdaptiveOptions | Mapping[str, Any] | bool = False,
                  backend: str = "casadi", backend_options: Mapping[str, Any] | None = None,
-                 max_steps: int = MAX_STEPS, max_memory: int = MAX_MEMORY) -> None:
+                 max_steps: int = MAX_STEPS, max_memory: int = MAX_MEMORY, max_dofs: int = MAX_DOFS) -> None:
         from .registry import get_plugin
 
         if not isinstance(model, ArticulatedBody):
@@ -122,6 +125,7 @@ class Simulator(Stepping, Energies, Rollouts, Batches, Records):
         backend_options = options(backend_options, "backend_options")
         self.max_steps = integer(max_steps, "max_steps", minimum=1)
         self.max_memory = integer(max_memory, "max_memory", minimum=1)
+        check_dofs(model.nv, f"model {model.name!r}", max_dofs=integer(max_dofs, "max_dofs", minimum=1))
         t_start = time.perf_counter()
         self.model = model
         self.config = StepConfig(dt=dt, order=order, objective=objective, fd=fd, precondition=precondition)

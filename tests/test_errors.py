@@ -256,3 +256,32 @@ def test_a_second_element_urdf_allows_once_is_an_error(tmp_path, robots_dir, xpa
 
     with pytest.raises(ModelError, match=f"2 <{tag}> elements in <{xpath.split('/')[-1]}>; URDF allows one"):
         pbf.load_urdf(_pendulum(tmp_path, robots_dir, edit))
+
+
+def test_numeric_mass_matrix_equals_crba(robots_dir, rng):
+    """checks.mass_matrix (NumPy CRBA, what the loaders' check evaluates) against the crba plug-in, to a
+    relative 1e-12, at seeded random configurations; a floating base goes through the crba plug-in itself."""
+    from pbframework.dynamics import crba
+
+    models = [pbf.models.chain(4), pbf.models.spider(), pbf.load_urdf(robots_dir / "panda_description/urdf/panda.urdf"),
+              pbf.load_urdf(robots_dir / "ur_description/urdf/ur5_robot.urdf", floating_base=True)]
+    for m in models:
+        for _ in range(3):
+            q = checks.sample_configurations(m, 2, seed=int(rng.integers(1 << 30)))[1]
+            B = np.asarray(crba(m)(q))
+            assert np.abs(checks.mass_matrix(m, q) - B).max() <= 1e-12 * np.abs(B).max()
+
+
+def test_model_size_is_checked_before_the_step_is_built(capsys):
+    """CHAIN-400 (nv 800) would take minutes to build: refused at once, in Python and on the command line;
+    the limit is raisable."""
+    from pbframework.cli import main
+
+    big = pbf.models.chain(400)
+    with pytest.raises(LimitError, match="800 velocity coordinates, more than the limit of 600 \\(max_dofs"):
+        pbf.Simulator(big, "rk4")
+    with pytest.raises(LimitError, match="more than the limit of 3"):
+        pbf.Simulator(pbf.models.chain(2), "rk4", max_dofs=3)
+    assert pbf.Simulator(pbf.models.chain(2), "rk4", max_dofs=4).model.nv == 4
+    assert main(["simulate", "chain", "--links", "400", "--no-progress"]) == 2
+    assert "(--max-dofs raises it" in capsys.readouterr().err
