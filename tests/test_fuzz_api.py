@@ -21,6 +21,9 @@ import pbframework as pbf
 from _fuzz import check_trajectory, profile, run_case, write_report
 
 MODEL = pbf.models.chain(2, joint="revolute")
+MODELS = {"chain2": MODEL, "chain2_ball2": pbf.models.chain(2), "box": pbf.models.box()}
+"""The models the generated arguments are tried on: hinges, two-axis joints, and a free joint (a quaternion in
+q, nq != nv)."""
 
 BAD_NUMBERS = (True, False, 1j, 1 + 0j, float("nan"), float("inf"), -float("inf"), -1.0, 0.0, 1e-300, 1e300,
                10 ** 400, "0.01", None, [0.01], np.float64(0.01), np.int64(1), np.nan)
@@ -36,6 +39,7 @@ def _sometimes(valid, bad):
 
 
 simulator_kwargs = st.fixed_dictionaries({}, optional={
+    "model": st.sampled_from(sorted(MODELS)),
     "integrator": _sometimes(st.sampled_from(("rk4", "semi_implicit_euler", "pbad", "forward_euler")),
                              st.sampled_from(("verlet", "", 5, None, "RK4", "pbad "))),
     "order": _sometimes(st.sampled_from((None, 2, 3, 4)), st.sampled_from((0, -1, 2.5, True, "3", 10 ** 9, 1j))),
@@ -68,7 +72,7 @@ rollout_args = st.fixed_dictionaries({}, optional={
     "steps": _sometimes(st.sampled_from((1, 3, 10)), st.sampled_from((0, -1, 2.0, True, "3", 10 ** 15, np.int64(3)))),
     "t0": _sometimes(st.just(0.0), numbers),
     "progress": _sometimes(st.just(False), st.sampled_from((1, "yes", None))),
-    "q0": st.sampled_from(("valid", "short", "nan", "str", "complex", "2d", "none", "list")),
+    "q0": st.sampled_from(("valid", "valid", "short", "nan", "str", "complex", "2d", "none", "list", "quaternion")),
     "qd0": st.sampled_from(("none", "valid", "short", "inf", "str")),
 })
 
@@ -78,23 +82,43 @@ advance_args = st.fixed_dictionaries({
     "dt": _sometimes(st.sampled_from((None, 0.01)), numbers),
 })
 
-_Q0 = {"valid": np.array([0.3, -0.2]), "short": np.array([0.3]), "nan": np.array([np.nan, 0.0]), "str": "ab",
-       "complex": np.array([0.1j, 0.0]), "2d": np.zeros((2, 2)), "none": None, "list": [0.1, 0.2]}
-_QD0 = {"none": None, "valid": np.array([0.1, 0.0]), "short": np.zeros(3), "inf": np.array([np.inf, 0.0]),
-        "str": "fast"}
+def _start(model: pbf.ArticulatedBody) -> np.ndarray:
+    q = model.neutral()
+    if model.nq == model.nv:
+        q = q + 0.3
+    else:
+        q[2] = 1.0                                  # the box above the ground
+    return q
+
+
+def _q0(model: pbf.ArticulatedBody, kind: str):
+    q = _start(model)
+    bad = q.copy()
+    bad[0] = np.nan
+    unnormalised = q.copy()
+    unnormalised[-1] += 0.5
+    return {"valid": q, "short": q[:-1], "nan": bad, "str": "ab", "complex": q + 0.1j, "2d": np.stack([q, q]),
+            "none": None, "list": list(q), "quaternion": unnormalised}[kind]
+
+
+def _qd0(model: pbf.ArticulatedBody, kind: str):
+    v = np.full(model.nv, 0.1)
+    return {"none": None, "valid": v, "short": np.zeros(model.nv + 1), "inf": np.append(np.inf, v[1:]),
+            "str": "fast"}[kind]
 
 
 def _simulator(kwargs: dict) -> pbf.Simulator:
     kwargs = {"integrator": "rk4", "max_steps": 400, **kwargs}
+    model = MODELS[kwargs.pop("model", "chain2")]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        return pbf.Simulator(MODEL, **kwargs)
+        return pbf.Simulator(model, **kwargs)
 
 
 def _rollout(kwargs: dict, args: dict):
     sim = _simulator(kwargs)
-    q0 = _Q0[args.pop("q0", "valid")]
-    qd0 = _QD0[args.pop("qd0", "none")]
+    q0 = _q0(sim.model, args.pop("q0", "valid"))
+    qd0 = _qd0(sim.model, args.pop("qd0", "none"))
     if "duration" not in args and "steps" not in args:
         args["steps"] = 3
     with warnings.catch_warnings():
@@ -104,7 +128,7 @@ def _rollout(kwargs: dict, args: dict):
 
 def _advance(kwargs: dict, args: dict):
     sim = _simulator(kwargs)
-    s = sim.initial_state(np.array([0.3, -0.2]))
+    s = sim.initial_state(_start(sim.model))
     state = {"valid": s, "short": s[:-1], "long": np.append(s, 0.0), "nan": np.full_like(s, np.nan), "str": "s",
              "2d": np.stack([s, s]), "complex": s + 1j, "none": None, "list": list(s)}[args["state"]]
     with warnings.catch_warnings():
