@@ -235,7 +235,8 @@ def _checked_forces(forces: Any, model: ArticulatedBody) -> tuple:
     name at most once (``["gravity", "gravity"]`` would apply gravity twice)."""
     from .forces import ForceModel
 
-    if forces is not None and not isinstance(forces, (str, list, tuple, ForceModel)) and not hasattr(forces, "forms"):
+    single = isinstance(forces, (str, ForceModel)) or hasattr(forces, "forms")
+    if forces is not None and not single and (not isinstance(forces, Iterable) or isinstance(forces, (bytes, Mapping))):
         raise ArgumentTypeError(f"forces must be a list of force models (names, (name, params) pairs or ForceModel "
                                 f"instances) or None, got {type(forces).__name__} {forces!r}")
     resolved = resolve_forces(forces, model)
