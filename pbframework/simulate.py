@@ -140,7 +140,14 @@ class Simulator(Stepping, Energies, Rollouts, Batches, Records):
             kinds = frozenset(str(getattr(k, "value", k)) for k in sinfo.meta.get("problems", ()))
             if config.objective is Objective.AUTO and "minimize" not in kinds and "least_squares" in kinds:
                 config = dataclasses.replace(config, objective=Objective.RESIDUAL)
-        self.problem: StepProblem = build_step(model, integrator, config, self.forces)
+        try:
+            self.problem: StepProblem = build_step(model, integrator, config, self.forces)
+        except PbfError:
+            raise
+        except (TypeError, ValueError) as exc:  # a force model (or plug-in) refusing this model: its own words
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            cls = ArgumentTypeError if isinstance(exc, TypeError) else StepError
+            raise cls(f"integrator {integrator!r} on model {model.name!r}: {first}") from None
         self.implicit = self.problem.kind is not ProblemKind.EXPLICIT
         if not self.implicit:
             if solver_options:

@@ -241,3 +241,11 @@ def test_memory_limit_is_checked_before_the_run():
 def test_options_an_explicit_integrator_would_ignore_are_errors(kwargs, what):
     with pytest.raises(pbf.StepError, match=f"integrator 'rk4' is explicit .*drop {what}"):
         pbf.Simulator(MODEL, "rk4", **kwargs)
+
+
+def test_a_force_model_refusing_the_model_is_a_step_error():
+    """Found by the long fuzz profile: joint_damping on the box (only a free joint) raised the plug-in's raw
+    ValueError from inside build_step."""
+    with pytest.raises(pbf.StepError, match="integrator 'rk4' on model 'box': joint_damping: model 'box' has no "
+                                            "actuated coordinates"):
+        pbf.Simulator(MODELS["box"], "rk4", forces=["gravity", ("joint_damping", {"damping": 0.1})])

@@ -69,6 +69,7 @@ def _pick(items: list, k: int):
 
 def _mutate(tree: ET.ElementTree, ops: list, tail) -> bytes:
     root = tree.getroot()
+    deep = 0                                    # nesting too deep for ElementTree's serialiser: raw text below
     for op in ops:
         elements = [e for e in root.iter()]
         kind = op[0]
@@ -123,8 +124,8 @@ def _mutate(tree: ET.ElementTree, ops: list, tail) -> bytes:
                 inner = el
                 for _ in range(op[2] if op[2] <= 10 else 0):
                     inner = ET.SubElement(inner, "nest")
-                if op[2] > 10:                 # too deep for ElementTree's (recursive) serialiser: raw text below
-                    el.set("deep_nesting", str(op[2]))
+                if op[2] > 10:
+                    deep = max(deep, op[2])
         elif kind == "chain":
             last = _pick(root.findall("link"), 0)
             for k in range(op[1]):
@@ -140,11 +141,9 @@ def _mutate(tree: ET.ElementTree, ops: list, tail) -> bytes:
                 ET.SubElement(j, "axis", xyz="0 1 0")
                 last = link
     text = ET.tostring(root, encoding="unicode")
-    deep = [e for e in root.iter() if e.get("deep_nesting")]
-    if deep:
-        n = int(deep[0].get("deep_nesting"))
+    if deep and "<robot" in text:
         i = text.index(">", text.index("<robot")) + 1
-        text = text[:i] + "<n>" * n + "</n>" * n + text[i:]
+        text = text[:i] + "<n>" * deep + "</n>" * deep + text[i:]
     data = text.encode("utf-8")
     if tail is not None:
         if tail[0] == "encoding":
