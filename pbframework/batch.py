@@ -51,10 +51,10 @@ class Batches:
             StepFailure: an unconverged step under the ``raise`` policy.
         """
         dt, nq, nv = self.config.dt, self.model.nq, self.model.nv
-        Q0 = np.atleast_2d(np.asarray(Q0, dtype=float))
+        Q0 = np.atleast_2d(self.check_array(Q0, "Q0"))
         if Q0.ndim != 2 or Q0.shape[1] != nq:
             raise StepError(f"Q0 must be an (M, {nq}) array of initial configurations, got shape {Q0.shape}")
-        QD0 = np.zeros((Q0.shape[0], nv)) if QD0 is None else np.atleast_2d(np.asarray(QD0, dtype=float))
+        QD0 = np.zeros((Q0.shape[0], nv)) if QD0 is None else np.atleast_2d(self.check_array(QD0, "QD0"))
         if QD0.shape != (Q0.shape[0], nv):
             raise StepError(f"QD0 must be an ({Q0.shape[0]}, {nv}) array of initial velocities, got shape {QD0.shape}")
         if not (np.all(np.isfinite(Q0)) and np.all(np.isfinite(QD0))):
@@ -69,7 +69,7 @@ class Batches:
                             f"{why}: use backend='c' without per-step inputs, or drop executor")
         if chunk_size is not None and executor is None:
             raise StepError("chunk_size applies to a batch run on an executor; pass executor= too")
-        steps = self.steps_for(duration, steps)
+        steps = self.steps_for(duration, steps, count=Q0.shape[0])     # limits: steps, and memory of all M
         M, t0 = Q0.shape[0], float(t0)
         chunks = None
         names = ("iterations", "grad_norm", "converged", "halvings", "evaluations", "depth", "residual")

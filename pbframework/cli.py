@@ -56,6 +56,8 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from . import models
+from .checks import MAX_DOFS, MAX_LINKS, MAX_MEMORY, MAX_STEPS
+from .errors import CliError
 from .model import ArticulatedBody
 
 
@@ -87,10 +89,6 @@ EPILOG = ("exit status: 0 the run ended ok; 1 it diverged (a state not finite, a
           "above its start by more than --energy-limit); 2 bad input (nothing run); 3 a step did not converge "
           "after its halvings (--on-failure stop ends the run there, continue goes on). The saved trajectory and "
           "plot carry the verdict either way.")
-
-
-class CliError(Exception):
-    """A user error: printed as one line, exit status 2."""
 
 
 class _Parser(argparse.ArgumentParser):
@@ -128,8 +126,12 @@ def _model_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--qd0", metavar="VALUES|FILE.npy",
                     help="initial velocity, nq numbers as for --q0 (default: at rest)")
     p.add_argument("--max-iter", type=int, default=None, help="solver iteration limit per step")
-    p.add_argument("--max-halvings", type=int, default=4,
+    p.add_argument("--max-halvings", type=int, default=None,
                     help="how deep an unconverged step is retried as two half steps (default 4; 0: never)")
+    p.add_argument("--max-links", type=int, default=MAX_LINKS,
+                    help=f"refuse a model of more links, before building it (default {MAX_LINKS}; docs/errors.md)")
+    p.add_argument("--max-dofs", type=int, default=MAX_DOFS,
+                    help=f"refuse a model of more velocity coordinates, before building its step (default {MAX_DOFS})")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -139,7 +141,7 @@ def _parser() -> argparse.ArgumentParser:
                         description="Simulate a built-in benchmark model or a URDF / MJCF file.", epilog=EPILOG)
     _model_options(sp)
     sp.add_argument("--duration", type=float, default=1.0, help="simulated seconds (default 1)")
-    sp.add_argument("--on-failure", default="stop", choices=("stop", "continue"),
+    sp.add_argument("--on-failure", default=None, choices=("stop", "continue"),
                     help="a step unconverged after its halvings: stop the run there (default) or keep it and go on")
     sp.add_argument("--adaptive", action="store_true",
                     help="adaptive step-size control (pbad, both backends): --dt is then the output interval and "
@@ -161,6 +163,11 @@ def _parser() -> argparse.ArgumentParser:
     sp.add_argument("--plot", metavar="FILE.png", help="plot energy against time (.png, .pdf, .svg, ...)")
     sp.add_argument("--no-progress", action="store_true",
                     help="no progress bar (it shows on stderr only where stderr is a terminal)")
+    sp.add_argument("--max-steps", type=int, default=MAX_STEPS,
+                    help=f"refuse a run of more steps (--duration / --dt), before building anything (default "
+                         f"{MAX_STEPS}; docs/errors.md)")
+    sp.add_argument("--max-memory", type=float, default=MAX_MEMORY / 1e6, metavar="MB",
+                    help=f"refuse a run whose trajectory would take more memory, in MB (default {MAX_MEMORY / 1e6:g})")
     ep = sub.add_parser("export", help="write a model's step as a standalone C99 library (embedded use)",
                         description="Write the step of a built-in model or a URDF / MJCF file as a standalone C99 "
                                     "library: header, source, CMakeLists.txt, example_main.c, README.md "
@@ -294,21 +301,12 @@ def _vector(text: str | None, option: str) -> np.ndarray | None:
 
 
 def _output_path(text: str | None, option: str, formats: Sequence[str]) -> Path | None:
-    """An output file's path, checked: a known extension, an existing writable folder, not a folder itself."""
-    if text is None:
-        return None
-    path = Path(text)
-    if path.suffix.lower() not in formats:
-        raise CliError(f"{option} {text!r}: unknown extension {path.suffix or '(none)'!r} (allowed: "
-                       f"{', '.join(formats)})")
-    folder = path.parent
-    if not folder.is_dir():
-        raise CliError(f"{option} {text!r}: folder {str(folder)!r} does not exist")
-    if not os.access(folder, os.W_OK | os.X_OK):
-        raise CliError(f"{option} {text!r}: folder {str(folder)!r} is not writable")
-    if path.is_dir():
-        raise CliError(f"{option} {text!r} is a folder; give a file name")
-    return path
+    """An output file's path, checked before the run for every way writing it can fail
+    (:func:`pbframework.checks.output_path`: an empty name, an unknown extension, a missing folder, a regular
+    file on the way, no permission, a folder itself, ...); :class:`~pbframework.errors.OutputPathError`."""
+    from .checks import output_path
+
+    return None if text is None else output_path(text, option, formats)
 
 
 def _builder_params(args) -> dict[str, Any]:
@@ -337,6 +335,11 @@ def _builder_params(args) -> dict[str, Any]:
     elif args.name in LINKS_DEFAULT and links_param not in params:
         params[links_param] = LINKS_DEFAULT[args.name]
     check_parameters(f"model {args.name!r} (pbframework.models.{build.__name__})", build, params)
+    n = params.get(links_param) if links_param is not None else None
+    if isinstance(n, int) and not isinstance(n, bool) and n > args.max_links:
+        from .checks import check_links
+
+        check_links(n, f"model {args.name!r}", max_links=args.max_links, option="--max-links")
     return params
 
 
@@ -360,19 +363,25 @@ def _check_model_source(args) -> None:
 
 def _load_model(args, params: dict[str, Any]) -> tuple[ArticulatedBody, np.ndarray]:
     """The model and its default initial configuration."""
+    from .checks import check_dofs, check_links
     from .io import load_mjcf, load_urdf
     from .limits import clip_to_limits
 
     if args.model:
         path = Path(args.model)
-        load = load_urdf if path.suffix.lower() == ".urdf" else load_mjcf
-        model = load(path, balance_inertia=args.balance_inertia)
+        if path.suffix.lower() == ".urdf":
+            model = load_urdf(path, balance_inertia=args.balance_inertia, max_links=args.max_links)
+        else:
+            model = load_mjcf(path, balance_inertia=args.balance_inertia)
+        check_links(model.nlinks, str(path), max_links=args.max_links, option="--max-links")
+        check_dofs(model.nv, str(path), max_dofs=args.max_dofs, option="--max-dofs")
         return model, clip_to_limits(model, model.neutral())
     build, q0_of, _ = BUILDERS[args.name]
     try:
         model = build(**params)
     except (TypeError, ValueError) as exc:        # a value of the wrong kind for the builder
         raise CliError(f"model {args.name!r} with {params}: {exc}") from None
+    check_dofs(model.nv, f"model {args.name!r}", max_dofs=args.max_dofs, option="--max-dofs")
     return model, (q0_of(model) if q0_of is not None else np.zeros(model.nq))
 
 
@@ -387,9 +396,39 @@ def _configuration(args):
                                                         fd=args.fd), forces)
     if args.max_iter is not None and args.max_iter < 1:
         raise CliError(f"--max-iter must be a positive integer, got {args.max_iter}")
-    if args.max_halvings < 0:
+    if args.max_halvings is not None and args.max_halvings < 0:
         raise CliError(f"--max-halvings must be a non-negative integer, got {args.max_halvings}")
+    if args.max_links < 1:
+        raise CliError(f"--max-links must be a positive integer, got {args.max_links}")
+    if args.max_dofs < 1:
+        raise CliError(f"--max-dofs must be a positive integer, got {args.max_dofs}")
+    _check_ignored(args)
     return params, forces, config
+
+
+def _check_ignored(args) -> None:
+    """An option the chosen integrator would ignore is an error, not a silent no-op: an explicit integrator
+    has no solver, no iterations, no objective and no unconverged steps to retry or stop at."""
+    from .step import integrator_info
+
+    if integrator_info(args.integrator).meta.get("implicit", True):
+        return
+    given = [opt for opt, on in (("--solver", args.solver != "auto"), ("--max-iter", args.max_iter is not None),
+                                 ("--objective", args.objective != "auto"),
+                                 ("--max-halvings", args.max_halvings is not None),
+                                 ("--on-failure", getattr(args, "on_failure", None) is not None)) if on]
+    if given:
+        raise CliError(f"integrator {args.integrator!r} is explicit (no solver, every step converges), so "
+                       f"{', '.join(given)} would be ignored; drop {'it' if len(given) == 1 else 'them'}")
+
+
+def _limits(args, config) -> int:
+    """The run's step count from ``--duration`` / ``--dt``, checked against ``--max-steps`` before any build."""
+    from .checks import check_steps, integer, real
+
+    integer(args.max_steps, "--max-steps", minimum=1, error=CliError)
+    real(args.max_memory, "--max-memory", positive=True, unit="MB", error=CliError)
+    return check_steps(args.duration, None, config.dt, max_steps=args.max_steps, option="--max-steps")
 
 
 def _simulate(args) -> int:
@@ -407,6 +446,7 @@ def _simulate(args) -> int:
         get_plugin("solver", args.solver)
     if not np.isfinite(args.duration) or args.duration <= 0:
         raise CliError(f"--duration must be a positive number of seconds, got {args.duration}")
+    steps = _limits(args, config)
     opts = {} if args.max_iter is None else {"max_iter": args.max_iter}
     if not np.isfinite(args.energy_limit) or args.energy_limit < 0:
         raise CliError(f"--energy-limit must be a non-negative number (0: no test), got {args.energy_limit}")
@@ -442,10 +482,16 @@ def _simulate(args) -> int:
     else:
         q0 = model.check_state(default_q0 if q0 is None else q0, "--q0")
         qd0 = model.check_velocity(np.zeros(model.nv) if qd0 is None else qd0, "--qd0")
+    from .checks import check_memory
+
+    max_memory = int(args.max_memory * 1e6)
+    check_memory(steps, 3 * (model.nq + model.nv), len(q0) if batch else 1, max_memory=max_memory,
+                 option="--max-memory")
     sim = Simulator(model, args.integrator, order=config.order, solver=args.solver, dt=config.dt, forces=forces,
                     objective=config.objective, fd=config.fd, solver_options=opts or None, backend=args.backend,
-                    on_failure=args.on_failure, max_halvings=args.max_halvings,
-                    energy_limit=args.energy_limit or None, adaptive=adaptive)
+                    on_failure=args.on_failure or "stop", max_halvings=4 if args.max_halvings is None else
+                    args.max_halvings, energy_limit=args.energy_limit or None, adaptive=adaptive,
+                    max_steps=args.max_steps, max_memory=max_memory, max_dofs=args.max_dofs)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         if batch:
@@ -458,10 +504,13 @@ def _simulate(args) -> int:
     traj.info["model_source"] = (model_source(path=args.model, balance_inertia=args.balance_inertia) if args.model
                                  else model_source(args.name, params))
     written = []                                  # the files first: a reader of stdout that left loses no file
-    if out:
-        written.append(f"Trajectory saved to {traj.save(out)}.")
-    if plot:
-        written.append(f"Energy plot saved to {traj.plot_energy(plot)}.")
+    try:
+        if out:
+            written.append(f"Trajectory saved to {traj.save(out)}.")
+        if plot:
+            written.append(f"Energy plot saved to {traj.plot_energy(plot)}.")
+    except OSError as exc:                        # checked before the run; the disk can still fill up
+        raise CliError(f"cannot write {exc.filename or out or plot}: {exc.strerror or exc}") from None
     for w in caught:
         print(f"pbf: warning: {w.message}", file=sys.stderr)
     print(traj.summary())
@@ -512,7 +561,8 @@ def _export(args) -> int:
     model, default_q0 = _load_model(args, params)
     q0 = model.check_state(default_q0 if q0 is None else q0, "--q0")
     sim = Simulator(model, args.integrator, order=config.order, solver=args.solver, dt=config.dt, forces=forces,
-                    objective=config.objective, fd=config.fd, max_halvings=args.max_halvings,
+                    objective=config.objective, fd=config.fd,
+                    max_halvings=4 if args.max_halvings is None else args.max_halvings, max_dofs=args.max_dofs,
                     solver_options=None if args.max_iter is None else {"max_iter": args.max_iter})
     report = export(sim, args.out, precision=args.precision, name=args.lib_name, force=args.overwrite, q0=q0,
                     qd0=qd0, steps=args.steps)
@@ -601,9 +651,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _main(argv: Sequence[str] | None) -> int:
     from .display import MissingExtra
-    from .model import ModelError
-    from .registry import PluginError, UnknownPluginError
-    from .step import StepError
+    from .errors import PbfError
 
     ap = _parser()
     args = ap.parse_args(argv)
@@ -622,8 +670,7 @@ def _main(argv: Sequence[str] | None) -> int:
         if args.command == "view":
             return _view(args)
         return _simulate(args)
-    except (CliError, StepError, UnknownPluginError, ModelError, PluginError, FileNotFoundError, ValueError,
-            MissingExtra) as exc:
+    except (PbfError, FileNotFoundError, ValueError, MissingExtra) as exc:
         msg = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         print(f"pbf: error: {msg}", file=sys.stderr)
         return 2

@@ -44,14 +44,12 @@ from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 
+from .errors import ModelError
+
 WORLD = "world"
 """Parent name of a joint that attaches its child link to the inertial frame."""
 
 DEFAULT_GRAVITY = (0.0, 0.0, -9.81)
-
-
-class ModelError(ValueError):
-    """An articulated body (or a file describing one) is invalid; the message names the element."""
 
 
 class JointType(str, enum.Enum):
@@ -134,7 +132,12 @@ def _vec3(value, what: str) -> np.ndarray:
 
 def _rigid_transform(value, what: str) -> np.ndarray:
     """``value`` as a 4x4 rigid transform (a proper rotation, last row ``0 0 0 1``); ModelError naming ``what``."""
-    T = np.asarray(value, dtype=float)
+    if isinstance(value, (str, bytes)) or np.iscomplexobj(value):
+        raise ModelError(f"{what} must be a finite 4x4 transform, got {type(value).__name__}")
+    try:
+        T = np.asarray(value, dtype=float)
+    except (TypeError, ValueError):
+        raise ModelError(f"{what} must be a finite 4x4 transform, got {type(value).__name__}") from None
     if T.shape != (4, 4) or not np.all(np.isfinite(T)):
         raise ModelError(f"{what} must be a finite 4x4 transform, got shape {T.shape}")
     R = T[:3, :3]
@@ -388,12 +391,21 @@ class Joint:
         object.__setattr__(self, "type", JointType.parse(self.type, where=where))
         object.__setattr__(self, "origin", _rigid_transform(self.origin, f"{where}: origin"))
         axis = _vec3(self.axis, f"{where}: axis")
-        n = np.linalg.norm(axis)
-        if self.type in (JointType.REVOLUTE, JointType.PRISMATIC) and n < 1e-12:
-            raise ModelError(f"{where}: axis must be non-zero, got {self.axis!r}")
-        object.__setattr__(self, "axis", axis / n if n > 0 else axis)
+        object.__setattr__(self, "axis", _unit_axis(axis, self.type in (JointType.REVOLUTE, JointType.PRISMATIC),
+                                                    f"{where}: axis", self.axis))
+        for attr in ("lower", "upper", "effort", "velocity"):
+            v = getattr(self, attr)
+            if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, float, np.integer, np.floating)) \
+                    or math.isnan(v):
+                raise ModelError(f"{where}: {attr} must be a number (infinite for none), got {v!r}")
+            object.__setattr__(self, attr, float(v))
         if self.lower > self.upper:
             raise ModelError(f"{where}: lower limit {self.lower} exceeds upper limit {self.upper}")
+        if self.lower == math.inf or self.upper == -math.inf:
+            raise ModelError(f"{where}: limits [{self.lower}, {self.upper}] admit no finite position")
+        for attr in ("effort", "velocity"):
+            if getattr(self, attr) < 0:
+                raise ModelError(f"{where}: {attr} limit must be >= 0 (infinite for none), got {getattr(self, attr)}")
         arm = self.armature
         if isinstance(arm, bool) or not isinstance(arm, (int, float, np.integer, np.floating)) \
                 or not math.isfinite(arm) or arm < 0:
@@ -662,7 +674,7 @@ class ArticulatedBody:
                 sl = self.joint_q_index[j.name]
                 n = float(np.linalg.norm(a[sl.stop - 4:sl.stop]))
                 if abs(n - 1.0) > 1e-9:
-                    raise ValueError(f"{what}: the quaternion of {j.type.value} joint {j.name!r} has norm {n:.12g}, "
+                    raise ModelError(f"{what}: the quaternion of {j.type.value} joint {j.name!r} has norm {n:.12g}, "
                                      f"not 1 (see model.neutral() for the identity)")
         return a
 
@@ -671,15 +683,39 @@ class ArticulatedBody:
         return self._check_vector(v, what, self.nv, "nv", self.velocity_names)
 
     def _check_vector(self, x, what: str, n: int, size: str, names: Sequence[str]) -> np.ndarray:
-        a = np.asarray(x, dtype=float)
+        """``x`` as a real float vector of length ``n``; a :class:`ModelError` (a ``ValueError``) otherwise."""
+        if isinstance(x, (str, bytes)) or np.iscomplexobj(x):
+            raise ModelError(f"{what}: expected a real vector of length {size}={n} for model {self.name!r}, got "
+                             f"{type(x).__name__} {x!r:.60}")
+        try:
+            a = np.asarray(x, dtype=float)
+        except (TypeError, ValueError):
+            raise ModelError(f"{what}: expected a real vector of length {size}={n} for model {self.name!r}, got "
+                             f"{type(x).__name__} {x!r:.60}") from None
         if a.ndim != 1 or a.shape[0] != n:
-            raise ValueError(f"{what}: expected a vector of length {size}={n} for model {self.name!r}, "
+            raise ModelError(f"{what}: expected a vector of length {size}={n} for model {self.name!r}, "
                              f"got shape {a.shape}")
         bad = np.flatnonzero(~np.isfinite(a))
         if bad.size:
-            raise ValueError(f"{what}: non-finite value {a[bad[0]]} at coordinate {names[bad[0]]!r}")
+            raise ModelError(f"{what}: non-finite value {a[bad[0]]} at coordinate {names[bad[0]]!r}")
         return a
 
     def __repr__(self) -> str:
         return (f"ArticulatedBody({self.name!r}, links={self.nlinks}, joints={len(self.joints)}, "
                 f"nq={self.nq}" + (f", nv={self.nv}" if self.nv != self.nq else "") + ")")
+
+
+def _unit_axis(axis: np.ndarray, required: bool, what: str, given: Any) -> np.ndarray:
+    """``axis`` (3 finite numbers) scaled to unit length without overflow or underflow (its largest entry
+    first, so ``1e200 1e200 0`` is the diagonal, not a null axis). ``required``: a zero axis (largest entry
+    below 1e-12) is a :class:`ModelError` naming ``what``; otherwise it is returned as given."""
+    big = float(np.max(np.abs(axis)))
+    if big < 1e-12:
+        if required:
+            raise ModelError(f"{what} must be non-zero, got {given!r}")
+        return axis
+    unit = axis / big
+    unit = unit / np.linalg.norm(unit)
+    if not (np.all(np.isfinite(unit)) and abs(float(np.linalg.norm(unit)) - 1.0) < 1e-12):
+        raise ModelError(f"{what}: {given!r} does not normalise to a unit vector")
+    return unit

@@ -13,6 +13,8 @@ from typing import Any, Callable, Iterable, Mapping
 import pluggy
 
 from . import hookspecs
+from .errors import (PbfError, PluginError, PluginParameterError, PluginTypeError, PluginValueError, UnknownFamilyError,
+                     UnknownPluginError)
 from .hookspecs import PROJECT, PluginInfo
 
 FAMILIES: dict[str, str] = {
@@ -27,22 +29,6 @@ FAMILIES: dict[str, str] = {
 
 _FAMILY_WORDS = {"force": "force model", "dynamics": "dynamics function", "fd": "forward-dynamics algorithm",
                  "integrator": "integrator", "solver": "solver", "backend": "backend"}
-
-
-class PluginError(RuntimeError):
-    """A plug-in could not be loaded or offered something malformed; the message names the plug-in."""
-
-
-class PluginParameterError(PluginError):
-    """A plug-in (or model builder) was given a parameter it does not take, or not one it needs; the one-line
-    message names it and lists the parameters it accepts with their defaults."""
-
-
-class UnknownPluginError(KeyError):
-    """No plug-in of that name in the family; the message lists the available names."""
-
-    def __str__(self) -> str:  # KeyError quotes its message; show it plainly
-        return str(self.args[0]) if self.args else ""
 
 
 class Registry:
@@ -152,7 +138,7 @@ class Registry:
     # -- look-up --------------------------------------------------------------------------------------
     def _family(self, family: str) -> dict[str, tuple[PluginInfo, str]]:
         if family not in FAMILIES:
-            raise ValueError(f"unknown plug-in family {family!r} (families: {', '.join(FAMILIES)})")
+            raise UnknownFamilyError(f"unknown plug-in family {family!r} (families: {', '.join(FAMILIES)})")
         return self._collect()[family]
 
     def get(self, family: str, name: str) -> PluginInfo:
@@ -233,10 +219,24 @@ def check_parameters(what: str, build: Callable, params: Mapping[str, Any], *, g
 
 def build_plugin(family: str, name: str, **params: Any) -> Any:
     """``get_plugin(family, name).build(**params)``, the parameters checked against the build's signature
-    first (:class:`PluginParameterError` lists the accepted ones with their defaults)."""
+    first (:class:`PluginParameterError` lists the accepted ones with their defaults); a value the build
+    rejects with a ``ValueError`` or ``TypeError`` is a :class:`PluginValueError` / :class:`PluginTypeError` (a
+    :class:`PluginParameterError` and the built-in the plug-in raised) naming the plug-in."""
+    if not isinstance(name, str):
+        raise UnknownPluginError(f"{_FAMILY_WORDS.get(family, family)} name must be a string, got "
+                                 f"{type(name).__name__} {name!r} (available: {', '.join(available(family))})")
     info = get_plugin(family, name)
-    check_parameters(f"{_FAMILY_WORDS[family]} {name!r}", info.build, params)
-    return info.build(**params)
+    what = f"{_FAMILY_WORDS[family]} {name!r}"
+    check_parameters(what, info.build, params)
+    try:
+        return info.build(**params)
+    except PbfError:
+        raise
+    except (TypeError, ValueError, ArithmeticError) as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        first = first if first.startswith(f"{name}: ") else f"{what}: {first}"    # the plug-in named once
+        cls = PluginTypeError if isinstance(exc, TypeError) else PluginValueError
+        raise cls(f"{first}; accepted: {describe_parameters(info.build)}") from None
 
 
 def available(family: str) -> list[str]:

@@ -9,7 +9,6 @@ the start, picks the loop, applies the divergence test and the failure policy, a
 from __future__ import annotations
 
 import contextlib
-import math
 import sys
 import time
 
@@ -17,10 +16,10 @@ import casadi as ca
 import numpy as np
 
 from .adaptive import rollout_adaptive
+from .checks import check_memory, check_steps, flag, real
 from .records import STEP_COLUMNS, _columns, _cut, _End
 from .result import Trajectory
 from .stepping import StepStats
-from .step import StepError
 from .verdict import DivergenceTest, FailurePolicy, Status
 
 PROGRESS_PIECES = 200
@@ -30,23 +29,15 @@ PROGRESS_PIECES = 200
 class Rollouts:
     """Mixin of :class:`~pbframework.simulate.Simulator`: single rollouts."""
 
-    def steps_for(self, duration: float | None, steps: int | None, dt: float | None = None) -> int:
+    def steps_for(self, duration: float | None, steps: int | None, dt: float | None = None, *,
+                  count: int = 1) -> int:
         """The number of steps of a rollout given ``duration`` (seconds, rounded up to whole steps) or
-        ``steps``."""
-        dt = self.config.dt if dt is None else dt
-        if steps is None:
-            if duration is None:
-                raise StepError("rollout: give duration (seconds) or steps")
-            try:
-                duration = float(duration)
-            except (TypeError, ValueError):
-                raise StepError(f"duration must be a positive number of seconds, got {duration!r}") from None
-            if not math.isfinite(duration) or duration <= 0:
-                raise StepError(f"duration must be a positive finite number of seconds, got {duration!r}")
-            return max(1, int(math.ceil(duration / dt - 1e-9)))
-        if isinstance(steps, bool) or not isinstance(steps, (int, np.integer)) or steps < 1:
-            raise StepError(f"steps must be a positive integer, got {steps!r}")
-        return int(steps)
+        ``steps`` (exactly one), checked before any work against the Simulator's ``max_steps`` and, for
+        ``count`` trajectories, ``max_memory`` (:class:`~pbframework.errors.LimitError`)."""
+        dt = self.config.dt if dt is None else real(dt, "dt", positive=True, unit="seconds")
+        n = check_steps(duration, steps, dt, max_steps=self.max_steps)
+        check_memory(n, self.problem.ns + self.model.nq + self.model.nv, count, max_memory=self.max_memory)
+        return n
 
     def rollout(self, q0, qd0=None, duration: float | None = None, *, steps: int | None = None,
                 t0: float = 0.0, progress: bool = False) -> Trajectory:
@@ -68,11 +59,14 @@ class Rollouts:
             Unconverged steps are also reported by a ``RuntimeWarning``.
 
         Raises:
+            StepError: a bad argument (neither or both of duration and steps, a q0 of the wrong length, ...).
+            LimitError: more steps than ``max_steps``, or more memory than ``max_memory``.
             StepFailure: an unconverged step under the ``raise`` policy.
         """
         steps = self.steps_for(duration, steps)
-        q0 = self.model.check_state(q0, "q0")
-        qd0 = np.zeros(self.model.nv) if qd0 is None else self.model.check_velocity(qd0, "qd0")
+        t0 = real(t0, "t0")
+        progress = flag(progress, "progress")
+        q0, qd0 = self.check_start(q0, qd0)
         test = self.divergence_test(q0, qd0)
         with single_threaded_blas():
             if self.adaptive is not None:

@@ -20,13 +20,14 @@ solver, and selects the backend. The rest of the class lives by job in its own m
 from __future__ import annotations
 
 import dataclasses
-import math
 import time
 from typing import Any, Iterable, Mapping
 
 from .adaptive import AdaptiveOptions
 from .batch import Batches
+from .checks import MAX_DOFS, MAX_MEMORY, MAX_STEPS, check_dofs, flag, integer, options, real
 from .energies import Energies
+from .errors import ArgumentTypeError, PbfError
 from .model import ArticulatedBody
 from .records import STEP_COLUMNS, Records
 from .rollouts import PROGRESS_PIECES, Rollouts, single_threaded_blas
@@ -50,11 +51,12 @@ class Simulator(Stepping, Energies, Rollouts, Batches, Records):
         order: the integrator's order (``None``: its default; ``pbad`` supports 2..8).
         solver: solver plug-in name for implicit integrators (``"lm"``, ``"jtj_lm"``, ``"lbfgs"``), or
             ``"auto"``: ``lm`` for energy (minimize) problems, ``jtj_lm`` for residual (least-squares) ones,
-            ``pgm`` for constrained (NMDP) ones.
-            Ignored by explicit integrators.
-        dt: timestep in seconds.
+            ``pgm`` for constrained (NMDP) ones. An explicit integrator uses no solver: a solver other than
+            ``"auto"`` is then an error, not ignored.
+        dt: timestep in seconds (a positive finite real; not a bool).
         forces: force models: registered names (``"gravity"``), ``(name, params)`` pairs or
-            :class:`~pbframework.forces.ForceModel` instances. Gravity acts only if listed (default: gravity).
+            :class:`~pbframework.forces.ForceModel` instances, each name at most once (the same force model
+            twice would apply it twice). Gravity acts only if listed (default: gravity).
             The model's ``default_forces`` are added unless a force of the same name is listed (a URDF or
             MJCF model with limited joints carries ``joint_limits``).
         objective: ``"auto"``, ``"energy"`` or ``"residual"`` (:class:`~pbframework.step.Objective`);
@@ -81,11 +83,21 @@ class Simulator(Stepping, Energies, Rollouts, Batches, Records):
             and cached: a whole rollout, or a batch of rollouts on native threads, in one call).
         backend_options: options of the backend (for ``"c"``: ``real``, ``opt``, ``threads``,
             ``derivatives``, ... see ``pbframework.plugins.backends.c``).
+        max_steps: the most steps (output intervals when adaptive) a rollout may ask for (default
+            :data:`~pbframework.checks.MAX_STEPS`); more is a :class:`~pbframework.errors.LimitError` before
+            any work.
+        max_memory: the most bytes a rollout's states and statistics may take (default
+            :data:`~pbframework.checks.MAX_MEMORY`, 2 GiB); checked with ``max_steps``.
+        max_dofs: the most velocity coordinates of a model this Simulator is built for (default
+            :data:`~pbframework.checks.MAX_DOFS`); more is a :class:`~pbframework.errors.LimitError` before the
+            step is built.
 
     Raises:
         UnknownPluginError: unknown integrator, solver or force name (the message lists the available).
-        StepError: bad dt, unsupported order, a force in a form the integrator cannot accept, a solver
-            that cannot solve this integrator's problems, bad options.
+        ArgumentTypeError: an argument of the wrong type (a bool for dt, a string for solver_options, ...).
+        PluginParameterError: a force model's parameter it does not take, or a value it rejects.
+        StepError: bad dt, unsupported order, a force in a form the integrator cannot accept, the same force
+            model twice, a solver that cannot solve this integrator's problems, bad or ignored options.
     """
 
     def __init__(self, model: ArticulatedBody, integrator: str = "pbad", *, order: int | None = None,
@@ -95,16 +107,30 @@ class Simulator(Stepping, Energies, Rollouts, Batches, Records):
                  on_failure: FailurePolicy | str = FailurePolicy.STOP, max_halvings: int = 4,
                  max_speed: float = 1e4, energy_limit: float | None = DEFAULT_ENERGY_LIMIT,
                  adaptive: AdaptiveOptions | Mapping[str, Any] | bool = False,
-                 backend: str = "casadi", backend_options: Mapping[str, Any] | None = None) -> None:
+                 backend: str = "casadi", backend_options: Mapping[str, Any] | None = None,
+                 max_steps: int = MAX_STEPS, max_memory: int = MAX_MEMORY, max_dofs: int = MAX_DOFS) -> None:
         from .registry import get_plugin
 
         if not isinstance(model, ArticulatedBody):
-            raise StepError(f"model must be an ArticulatedBody, got {type(model).__name__}")
+            raise ArgumentTypeError(f"model must be an ArticulatedBody, got {type(model).__name__}")
+        for name, value in (("integrator", integrator), ("solver", solver), ("backend", backend), ("fd", fd)):
+            if not isinstance(value, str):
+                raise ArgumentTypeError(f"{name} must be a plug-in name (a string), got {type(value).__name__} "
+                                        f"{value!r}")
+        dt = real(dt, "dt", positive=True, unit="seconds")
+        if order is not None:
+            order = integer(order, "order")
+        flag(precondition, "precondition")
+        solver_options = options(solver_options, "solver_options")
+        backend_options = options(backend_options, "backend_options")
+        self.max_steps = integer(max_steps, "max_steps", minimum=1)
+        self.max_memory = integer(max_memory, "max_memory", minimum=1)
+        check_dofs(model.nv, f"model {model.name!r}", max_dofs=integer(max_dofs, "max_dofs", minimum=1))
         t_start = time.perf_counter()
         self.model = model
         self.config = StepConfig(dt=dt, order=order, objective=objective, fd=fd, precondition=precondition)
-        self.forces = resolve_forces(forces, model)
         integrator_info(integrator)                      # unknown name: lists the available ones
+        self.forces = _checked_forces(forces, model)
         self.integrator = integrator
         self.solver = None
         config = self.config
@@ -114,11 +140,25 @@ class Simulator(Stepping, Energies, Rollouts, Batches, Records):
             kinds = frozenset(str(getattr(k, "value", k)) for k in sinfo.meta.get("problems", ()))
             if config.objective is Objective.AUTO and "minimize" not in kinds and "least_squares" in kinds:
                 config = dataclasses.replace(config, objective=Objective.RESIDUAL)
-        self.problem: StepProblem = build_step(model, integrator, config, self.forces)
+        try:
+            self.problem: StepProblem = build_step(model, integrator, config, self.forces)
+        except PbfError:
+            raise
+        except (TypeError, ValueError) as exc:  # a force model (or plug-in) refusing this model: its own words
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            cls = ArgumentTypeError if isinstance(exc, TypeError) else StepError
+            raise cls(f"integrator {integrator!r} on model {model.name!r}: {first}") from None
         self.implicit = self.problem.kind is not ProblemKind.EXPLICIT
         if not self.implicit:
             if solver_options:
                 raise StepError(f"integrator {integrator!r} is explicit and uses no solver; drop solver_options")
+            if solver != "auto":
+                raise StepError(f"integrator {integrator!r} is explicit and uses no solver; drop solver={solver!r}")
+            if self.config.objective is not Objective.AUTO or not self.config.precondition:
+                what = (f"objective={self.config.objective.value!r}" if self.config.objective is not Objective.AUTO
+                        else "precondition=False")
+                raise StepError(f"integrator {integrator!r} is explicit and has no step objective to shape; drop "
+                                f"{what}")
             self.solver_name = None
         else:
             if sinfo is None:
@@ -126,9 +166,11 @@ class Simulator(Stepping, Energies, Rollouts, Batches, Records):
                 sinfo = get_plugin("solver", solver)
             self.solver_name = solver
             try:
-                self.solver = sinfo.build(**dict(solver_options or {}))
-            except TypeError as exc:
-                raise StepError(f"solver {solver!r}: bad options {dict(solver_options or {})}: {exc}") from None
+                self.solver = sinfo.build(**solver_options)
+            except PbfError:
+                raise
+            except (TypeError, ValueError) as exc:
+                raise StepError(f"solver {solver!r}: bad options {solver_options}: {exc}") from None
             kinds = {getattr(k, "value", str(k)) for k in self.solver.problems}
             if self.problem.kind.value not in kinds:
                 if self.problem.objective is None:
@@ -146,17 +188,15 @@ class Simulator(Stepping, Energies, Rollouts, Batches, Records):
             self.on_failure = FailurePolicy.parse(on_failure)
         except ValueError as exc:
             raise StepError(str(exc)) from None
-        if isinstance(max_halvings, bool) or not isinstance(max_halvings, int) or max_halvings < 0:
-            raise StepError(f"max_halvings must be a non-negative integer, got {max_halvings!r}")
-        self.max_halvings = max_halvings
-        if not (isinstance(max_speed, (int, float)) and max_speed > 0):
-            raise StepError(f"max_speed must be a positive number, got {max_speed!r}")
-        self.max_speed = float(max_speed)
-        if energy_limit is not None and (isinstance(energy_limit, bool) or not isinstance(energy_limit, (int, float))
-                                         or not math.isfinite(energy_limit) or energy_limit <= 0):
-            raise StepError(f"energy_limit must be a positive number (percent of the energy scale) or None, "
-                            f"got {energy_limit!r}")
-        self.energy_limit = None if energy_limit is None else float(energy_limit)
+        self.max_halvings = integer(max_halvings, "max_halvings", minimum=0)
+        self.max_speed = real(max_speed, "max_speed", positive=True, finite=False)
+        self.energy_limit = None
+        if energy_limit is not None:
+            try:
+                self.energy_limit = real(energy_limit, "energy_limit", positive=True)
+            except StepError as exc:              # the type kept (ArgumentTypeError for a bool), the words ours
+                raise type(exc)(f"energy_limit must be a positive number (percent of the energy scale) or None, "
+                                f"got {energy_limit!r}") from None
         self.energy_checked = self.energy_limit is not None and energy_conserving(self.forces)
         self.expected_energy = expected_energy(get_plugin("integrator", integrator).meta.get("energy"),
                                                self.problem.order, self.forces)
@@ -175,11 +215,17 @@ class Simulator(Stepping, Energies, Rollouts, Batches, Records):
                             f"{self.backend!r}")
         self.runner = None                    # backend "casadi": this class runs the loop itself
         if self.backend != "casadi":
-            self.runner = get_plugin("backend", self.backend).build(
-                self.problem, self.solver_name or "lm", solver_options=dict(solver_options or {}), model=model,
-                on_failure=self.on_failure.value, max_halvings=self.max_halvings,
-                max_speed=self.max_speed,
-                **{**dict(backend_options or {}), **({"adaptive": True} if self.adaptive is not None else {})})
+            try:
+                self.runner = get_plugin("backend", self.backend).build(
+                    self.problem, self.solver_name or "lm", solver_options=solver_options, model=model,
+                    on_failure=self.on_failure.value, max_halvings=self.max_halvings,
+                    max_speed=self.max_speed,
+                    **{**backend_options, **({"adaptive": True} if self.adaptive is not None else {})})
+            except PbfError:
+                raise
+            except (TypeError, ValueError) as exc:      # an option the backend does not take, or rejects
+                raise StepError(f"backend {self.backend!r}: bad backend_options {backend_options} or solver_options "
+                                f"{solver_options}: {exc}") from None
         elif backend_options:
             raise StepError(f"backend 'casadi' takes no backend_options, got {dict(backend_options)}")
         self.energy_function = self._energy_function()
@@ -189,3 +235,25 @@ class Simulator(Stepping, Energies, Rollouts, Batches, Records):
     def __repr__(self) -> str:
         return (f"Simulator({self.model.name!r}, {self.problem.describe()}, dt={self.config.dt}"
                 + (f", solver={self.solver_name!r}" if self.implicit else "") + ")")
+
+
+def _checked_forces(forces: Any, model: ArticulatedBody) -> tuple:
+    """:func:`~pbframework.step.resolve_forces` with the argument's type checked first and each force-model
+    name at most once (``["gravity", "gravity"]`` would apply gravity twice)."""
+    from .forces import ForceModel
+
+    single = isinstance(forces, (str, ForceModel)) or hasattr(forces, "forms")
+    if forces is not None and not single and (not isinstance(forces, Iterable) or isinstance(forces, (bytes, Mapping))):
+        raise ArgumentTypeError(f"forces must be a list of force models (names, (name, params) pairs or ForceModel "
+                                f"instances) or None, got {type(forces).__name__} {forces!r}")
+    resolved = resolve_forces(forces, model)
+    seen: dict[str, int] = {}
+    for k, f in enumerate(resolved):
+        name = getattr(f, "name", None)
+        if name is None:
+            continue
+        if name in seen:
+            raise StepError(f"forces: force model {name!r} is listed twice (entries {seen[name]} and {k}); it would "
+                            f"act twice: list it once, with the parameters you want")
+        seen[name] = k
+    return resolved

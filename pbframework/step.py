@@ -82,12 +82,9 @@ from typing import Any, Iterable, Mapping, Sequence
 import casadi as ca
 import numpy as np
 
+from .errors import StepError
 from .forces import ForceForm, ForceModel
 from .model import ArticulatedBody
-
-
-class StepError(ValueError):
-    """A step problem cannot be built as requested; the message names the value and what is allowed."""
 
 
 class ProblemKind(str, enum.Enum):

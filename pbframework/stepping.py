@@ -9,19 +9,16 @@ unconverged step as two half steps (``max_halvings`` levels deep) and reports wh
 from __future__ import annotations
 
 import dataclasses
-import math
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
+from .checks import real
+from .errors import StepFailure
 from .solving import SolveResult, restart_state, solve_step
 from .step import StepError, initial_state
 from .verdict import FailurePolicy
-
-
-class StepFailure(RuntimeError):
-    """A step did not converge after its halvings and the failure policy is ``raise``."""
 
 
 @dataclass
@@ -65,18 +62,26 @@ class StepStats:
         return {"t": float(t), "dt": float(dt), **dataclasses.asdict(self)}
 
 
-
 class Stepping:
     """Mixin of :class:`~pbframework.simulate.Simulator`: one step (needs ``model``, ``problem``, ``solver``,
     ``config``, ``max_halvings``, ``on_failure`` and the input forces set up by the Simulator)."""
 
     def initial_state(self, q0, qd0=None, t0: float = 0.0) -> np.ndarray:
         """The integrator's state at ``t0`` from configuration ``q0`` and velocity ``qd0`` (default 0)."""
-        q0 = self.model.check_state(q0, "q0")
-        qd0 = np.zeros(self.model.nv) if qd0 is None else self.model.check_velocity(qd0, "qd0")
-        if not math.isfinite(float(t0)):
-            raise StepError(f"t0 must be finite, got {t0!r}")
-        return self._init(q0, qd0, float(t0), self.config.dt)
+        q0, qd0 = self.check_start(q0, qd0)
+        return self._init(q0, qd0, real(t0, "t0"), self.config.dt)
+
+    def check_start(self, q0, qd0=None) -> tuple[np.ndarray, np.ndarray]:
+        """``(q0, qd0)`` as float vectors of lengths ``nq`` and ``nv`` (``qd0`` None: at rest), finite, unit
+        quaternions; a :class:`StepError` naming the argument otherwise."""
+        try:
+            q0 = self.model.check_state(q0, "q0")
+            qd0 = np.zeros(self.model.nv) if qd0 is None else self.model.check_velocity(qd0, "qd0")
+        except StepError:
+            raise
+        except (TypeError, ValueError) as exc:
+            raise StepError(str(exc)) from None
+        return q0, qd0
 
     def inputs(self, t: float, q: np.ndarray, qd: np.ndarray) -> np.ndarray:
         """The per-step force inputs ``u`` (``ForceModel.input_values``) for a step starting at ``(t, q, qd)``."""
@@ -109,11 +114,42 @@ class Stepping:
         """One step from ``state`` at time ``t`` (halving retries included); returns the next state and its
         statistics, whose ``converged`` is the verdict. Raises :class:`StepFailure` for an unconverged step
         under the ``raise`` policy."""
-        dt = self.config.dt if dt is None else float(dt)
-        s, st = self._step(np.asarray(state, float), float(t), dt, 0)
+        dt = self.config.dt if dt is None else real(dt, "dt", positive=True, unit="seconds")
+        t = real(t, "t")
+        s, st = self._step(self.check_integrator_state(state), t, dt, 0)
         if not st.converged and self.on_failure is FailurePolicy.RAISE:
-            raise self._failure_error(st, float(t), dt)
+            raise self._failure_error(st, t, dt)
         return s, st
+
+    @staticmethod
+    def check_array(x, what: str) -> np.ndarray:
+        """``x`` as a real float array (any shape); a :class:`StepError` naming ``what`` for a string, a
+        complex array or anything NumPy cannot read as real numbers."""
+        if isinstance(x, (str, bytes)) or np.iscomplexobj(x):
+            raise StepError(f"{what}: expected real numbers, got {type(x).__name__}")
+        try:
+            return np.asarray(x, dtype=float)
+        except (TypeError, ValueError):
+            raise StepError(f"{what}: expected real numbers, got {type(x).__name__}") from None
+
+    def check_integrator_state(self, state, what: str = "state") -> np.ndarray:
+        """``state`` as the integrator's state vector (length ``problem.ns``, real, finite), else a
+        :class:`StepError` that says what it should be (:meth:`initial_state` makes one from ``q0, qd0``)."""
+        ns = self.problem.ns
+        if isinstance(state, (str, bytes)) or np.iscomplexobj(state):
+            raise StepError(f"{what}: expected a real vector of length {ns} (the {self.integrator} state; "
+                            f"initial_state(q0, qd0) makes one), got {type(state).__name__}")
+        try:
+            s = np.asarray(state, dtype=float)
+        except (TypeError, ValueError):
+            raise StepError(f"{what}: expected a real vector of length {ns} (the {self.integrator} state; "
+                            f"initial_state(q0, qd0) makes one), got {type(state).__name__}") from None
+        if s.ndim != 1 or s.shape[0] != ns:
+            raise StepError(f"{what}: expected a vector of length {ns} (the {self.integrator} state; "
+                            f"initial_state(q0, qd0) makes one), got shape {s.shape}")
+        if not np.all(np.isfinite(s)):
+            raise StepError(f"{what}: non-finite value at index {int(np.flatnonzero(~np.isfinite(s))[0])}")
+        return s
 
     def _solve(self, s: np.ndarray, t: float, dt: float) -> tuple[np.ndarray, StepStats]:
         pb = self.problem

@@ -59,11 +59,12 @@ from typing import Sequence
 import numpy as np
 
 from ..display import urdf_display
+from ..checks import MAX_LINKS, check_links, check_mass_matrix, integer
 from ..limits import default_forces
 from ..model import (DEFAULT_GRAVITY, WORLD, ArticulatedBody, Joint, JointType, Link, ModelError, Shape,
                      balance_inertia, rpy_to_matrix)
 
-__all__ = ["load_urdf", "InertiaBalanced", "ROOT_JOINT", "URDF_JOINT_TYPES"]
+__all__ = ["load_urdf", "InertiaBalanced", "InertiaMerged", "ROOT_JOINT", "URDF_JOINT_TYPES"]
 
 
 class InertiaBalanced(UserWarning):
@@ -90,7 +91,11 @@ _URDF_TYPE_MAP = {
 
 def _read_xml(path: str | os.PathLike, kind: str) -> tuple[ET.Element, str]:
     """Parse ``path``; return its root element and the file name to quote in messages."""
+    if not isinstance(path, (str, os.PathLike)) or isinstance(os.fspath(path), bytes):
+        raise ModelError(f"the {kind} path must be a str or os.PathLike, got {type(path).__name__} {path!r:.60}")
     src = os.fspath(path)
+    if not src or "\0" in src:
+        raise ModelError(f"{src!r}: not a usable {kind} path")
     p = Path(src)
     if not p.exists():
         raise FileNotFoundError(errno.ENOENT, f"{kind} file not found", src)
@@ -102,6 +107,13 @@ def _read_xml(path: str | os.PathLike, kind: str) -> tuple[ET.Element, str]:
         raise ModelError(f"{src}: malformed XML at line {line}, column {col + 1}: {reason}") from None
     except OSError as exc:
         raise ModelError(f"{src}: cannot read the {kind} file: {exc.strerror or exc}") from None
+    except LookupError as exc:                   # <?xml encoding="..."?> names a codec Python does not have
+        raise ModelError(f"{src}: unknown XML encoding ({exc}); save the file as UTF-8") from None
+    except (UnicodeError, ValueError) as exc:    # bytes that do not decode in the declared encoding, ...
+        raise ModelError(f"{src}: cannot decode the {kind} file ({type(exc).__name__}: {exc}); save it as "
+                         f"UTF-8") from None
+    except (RecursionError, MemoryError):
+        raise ModelError(f"{src}: the XML is nested too deeply to read") from None
     return tree.getroot(), src
 
 
@@ -205,14 +217,59 @@ def _link_problem(b: _Body) -> str | None:
         Link(b.name, b.mass, com=b.com, inertia=b.inertia)
     except ModelError as exc:
         return str(exc)
+    except np.linalg.LinAlgError:                 # entries near 1e308: no eigen-decomposition converges
+        return f"link {b.name!r}: inertia {_moments(b.inertia)} too extreme for double precision"
     return None
 
 
 def _incomplete(b: _Body) -> bool:
     """True if ``b`` should not stand alone: no mass, a singular tensor (a point mass), or not a valid Link."""
-    if b.mass <= 0.0 or np.linalg.eigvalsh(0.5 * (b.inertia + b.inertia.T))[0] <= 0.0:
+    if b.mass <= 0.0 or not np.all(np.isfinite(b.inertia)):
+        return True
+    if _eigvalsh(b.inertia)[0] <= 0.0:
         return True
     return _link_problem(b) is not None
+
+
+class InertiaMerged(UserWarning):
+    """A link welded to another by a fixed joint was merged into it although its own inertia describes no
+    rigid body (a negative principal moment, or moments breaking the triangle inequality); the message names
+    it. Real files carry such tensors on small sensor frames (tiago's antennas, pr2's stereo frame), so this
+    is a warning: the merged body is checked as a whole."""
+
+
+def _unphysical(b: _Body) -> str | None:
+    """Why ``b``'s inertia describes no rigid body (None if it does, or is a massless frame or point mass):
+    a negative principal moment, or, with mass, moments breaking the triangle inequality."""
+    I = 0.5 * (b.inertia + b.inertia.T)
+    moments = _eigvalsh(I)
+    tol = 1e-9 * float(np.abs(moments).max()) + 1e-15 * max(b.mass, 1.0)
+    if moments[0] < -tol:
+        return f"a negative principal moment {_moments(I)}"
+    if b.mass > 0.0 and moments[0] > 0.0 and moments[0] + moments[1] < moments[2] - 1e-9 * moments.sum():
+        return f"principal moments {_moments(I)} that break the triangle inequality"
+    return None
+
+
+def _merge(bodies: dict[str, _Body], into: str, child: str, edge: "_Edge", src: str, link_word: str) -> None:
+    """``bodies[into]`` absorbs ``bodies[child]`` (welded by ``edge``): a child whose numbers are not finite
+    is an error, one whose inertia is unphysical an :class:`InertiaMerged` warning naming it; the merged
+    body's numbers must stay finite."""
+    c = bodies[child]
+    if not (np.isfinite(c.mass) and np.all(np.isfinite(c.com)) and np.all(np.isfinite(c.inertia))):
+        raise ModelError(f"{src}: {link_word} {child!r} (welded to {into!r} by fixed joint {edge.name!r}): its "
+                         f"mass, centre of mass or inertia is not finite")
+    why = _unphysical(c)
+    if why is not None:
+        warnings.warn(f"{src}: {link_word} {child!r} has an inertia with {why}; it is welded to {into!r} by fixed "
+                      f"joint {edge.name!r} and merged into it (the merged body is checked)", InertiaMerged,
+                      stacklevel=4)
+    with np.errstate(all="ignore"):
+        bodies[into].absorb(bodies[child], edge.origin)
+    b = bodies[into]
+    if not (np.isfinite(b.mass) and np.all(np.isfinite(b.com)) and np.all(np.isfinite(b.inertia))):
+        raise ModelError(f"{src}: merging {link_word} {child!r} into {into!r} (fixed joint {edge.name!r}) gives "
+                         f"a non-finite mass or inertia: masses, inertias or offsets too extreme")
 
 
 def _assemble(bodies: dict[str, _Body], edges: list[_Edge], src: str, name: str, *, link_word: str = "link",
@@ -262,7 +319,7 @@ def _assemble(bodies: dict[str, _Body], edges: list[_Edge], src: str, name: str,
         b = bodies[bname]
         if not _incomplete(b):
             continue
-        bodies[e.parent].absorb(b, e.origin)
+        _merge(bodies, e.parent, bname, e, src, link_word)
         reparent(e, e.parent, e.origin)
         del bodies[bname]
     # 2. links that must stay links absorb their rigidly attached children until valid.
@@ -275,7 +332,7 @@ def _assemble(bodies: dict[str, _Body], edges: list[_Edge], src: str, name: str,
             if not fixed:
                 break
             c = fixed[0]
-            b.absorb(bodies[c.child], c.origin)
+            _merge(bodies, bname, c.child, c, src, link_word)
             reparent(c, bname, c.origin)
             del bodies[c.child]
     # 3. massless frames welded to the world are dropped; their joints attach to the world.
@@ -309,7 +366,10 @@ def _assemble(bodies: dict[str, _Body], edges: list[_Edge], src: str, name: str,
     balanced: list[str] = []
     for bname in order:
         b = bodies[bname]
-        repaired = balance_inertia(b.inertia) if b.mass > 0.0 else b.inertia
+        try:
+            repaired = balance_inertia(b.inertia) if b.mass > 0.0 and np.all(np.isfinite(b.inertia)) else b.inertia
+        except np.linalg.LinAlgError:             # entries near 1e308: left as they are, refused below
+            repaired = b.inertia
         if balance and repaired is not b.inertia:
             balanced.append(f"{bname!r} {_moments(b.inertia)} -> {_moments(repaired)}")
             b.inertia = repaired
@@ -350,14 +410,34 @@ def _assemble(bodies: dict[str, _Body], edges: list[_Edge], src: str, name: str,
 
 def _moments(inertia: np.ndarray) -> str:
     """Principal moments, ascending, for a message: ``(0.000662, 0.000679, 0.00657)``."""
-    return "(" + ", ".join(f"{m:.3g}" for m in np.linalg.eigvalsh(inertia)) + ")"
+    return "(" + ", ".join(f"{m:.3g}" for m in _eigvalsh(inertia)) + ")"
+
+
+def _eigvalsh(inertia: np.ndarray) -> np.ndarray:
+    """Ascending eigenvalues of the symmetric part of a finite ``inertia``, computed on the tensor scaled to
+    unit size (LAPACK fails to converge on entries near 1e308) and scaled back."""
+    I = 0.5 * (inertia + inertia.T)
+    scale = float(np.max(np.abs(I)))
+    if scale == 0.0 or not np.isfinite(scale):
+        return np.linalg.eigvalsh(I) if scale == 0.0 else np.full(3, np.nan)
+    with np.errstate(over="ignore"):
+        return np.linalg.eigvalsh(I / scale) * scale
 
 
 # -- URDF ------------------------------------------------------------------------------------------------
 
+def _one(elem: ET.Element, tag: str, what: str) -> ET.Element | None:
+    """The ``<tag>`` child of ``elem`` (None when absent); URDF allows at most one, so a second one (which
+    would be silently ignored) is a :class:`ModelError` naming ``what``."""
+    found = elem.findall(tag)
+    if len(found) > 1:
+        raise ModelError(f"{what}: {len(found)} <{tag}> elements in <{elem.tag}>; URDF allows one (which is meant?)")
+    return found[0] if found else None
+
+
 def _origin(elem: ET.Element, what: str) -> np.ndarray:
     """The 4x4 transform of the ``<origin>`` child of ``elem`` (identity when absent)."""
-    o = elem.find("origin")
+    o = _one(elem, "origin", what)
     if o is None:
         return np.eye(4)
     xyz = _floats(o.get("xyz", "0 0 0"), 3, f"{what}: <origin> attribute xyz")
@@ -392,17 +472,17 @@ def _urdf_shapes(link: ET.Element, where: str) -> list[Shape]:
 def _urdf_body(link: ET.Element, name: str, src: str) -> _Body:
     where = f"{src}: link {name!r}"
     shapes = _urdf_shapes(link, where)
-    inertial = link.find("inertial")
+    inertial = _one(link, "inertial", where)
     if inertial is None:
         return _Body(name, 0.0, np.zeros(3), np.zeros((3, 3)), shapes)
-    mass_el = inertial.find("mass")
+    mass_el = _one(inertial, "mass", where)
     if mass_el is None:
         raise ModelError(f"{where}: <inertial> has no <mass>")
     mass = _number(mass_el, "value", where)
     if not np.isfinite(mass) or mass < 0.0:
         raise ModelError(f"{where}: mass must be finite and non-negative, got {mass_el.get('value')!r}")
     T = _origin(inertial, f"{where} <inertial>")
-    inertia_el = inertial.find("inertia")
+    inertia_el = _one(inertial, "inertia", where)
     if inertia_el is None:
         raise ModelError(f"{where}: <inertial> has no <inertia> (ixx ixy ixz iyy iyz izz)")
     ixx, ixy, ixz, iyy, iyz, izz = (_number(inertia_el, k, where) for k in
@@ -420,7 +500,7 @@ def _urdf_edge(j: ET.Element, src: str, index: int) -> _Edge:
         raise ModelError(f"{src}: <joint> number {index + 1} has no 'name' attribute")
     refs = {}
     for tag in ("parent", "child"):
-        el = j.find(tag)
+        el = _one(j, tag, f"{src}: joint {name!r}")
         if el is None or not el.get("link"):
             raise ModelError(f"{src}: joint {name!r}: missing <{tag} link=\"...\"/>")
         refs[tag] = el.get("link")
@@ -431,13 +511,13 @@ def _urdf_edge(j: ET.Element, src: str, index: int) -> _Edge:
     if jtype not in _URDF_TYPE_MAP:
         raise ModelError(f"{where}: unsupported type {jtype!r} (supported: {', '.join(URDF_JOINT_TYPES)})")
     t = _URDF_TYPE_MAP[jtype]
-    axis_el = j.find("axis")
+    axis_el = _one(j, "axis", where)
     axis = np.array([1.0, 0.0, 0.0]) if axis_el is None else _floats(axis_el.get("xyz", "1 0 0"), 3,
                                                                         f"{where}: <axis> attribute xyz")
     if t in (JointType.REVOLUTE, JointType.PRISMATIC) and np.linalg.norm(axis) < 1e-12:
         raise ModelError(f"{where}: <axis xyz> must be non-zero, got {axis_el.get('xyz')!r}")
     lower, upper, effort, velocity = -np.inf, np.inf, np.inf, np.inf
-    limit = j.find("limit")
+    limit = _one(j, "limit", where)
     if limit is not None:
         effort = _number(limit, "effort", where, np.inf)
         velocity = _number(limit, "velocity", where, np.inf)
@@ -451,7 +531,7 @@ def _urdf_edge(j: ET.Element, src: str, index: int) -> _Edge:
 
 
 def load_urdf(path: str | os.PathLike, floating_base: bool | str = False, *, limits: bool = True,
-              balance_inertia: bool = False) -> ArticulatedBody:
+              balance_inertia: bool = False, max_links: int = MAX_LINKS) -> ArticulatedBody:
     """Load a URDF file as an :class:`~pbframework.model.ArticulatedBody`.
 
     Args:
@@ -473,6 +553,8 @@ def load_urdf(path: str | os.PathLike, floating_base: bool | str = False, *, lim
             (so a link welded to another is merged first, exactly), with an :class:`InertiaBalanced` warning
             naming every changed link with its principal moments before and after. ``False`` (default):
             such a link is an error that mentions this option.
+        max_links: refuse a file with more ``<link>`` elements, before building anything (default
+            :data:`~pbframework.checks.MAX_LINKS`; a :class:`~pbframework.errors.LimitError`).
 
     Returns:
         The model, named after the robot; 1-DOF coordinates are named after the URDF joints, so they match
@@ -480,15 +562,29 @@ def load_urdf(path: str | os.PathLike, floating_base: bool | str = False, *, lim
 
     Raises:
         FileNotFoundError: ``path`` does not exist.
-        ModelError: malformed XML, a missing element or attribute, an unsupported joint type, a moving link
-            without mass, ... The message starts with the file name and names the link or joint.
+        ModelError: malformed XML (or an unknown encoding), a missing element or attribute, an unsupported
+            joint type, a moving link without mass, an unphysical inertia on a link that would be merged, a
+            mass matrix that is not finite and positive definite at the neutral and a seeded sample
+            configuration (:func:`~pbframework.checks.check_mass_matrix`), ... The message starts with the
+            file name and names the link or joint.
+        LimitError: more links than ``max_links``.
     """
+    for name, value in (("limits", limits), ("balance_inertia", balance_inertia)):
+        if not isinstance(value, (bool, np.bool_)):
+            raise ModelError(f"load_urdf: {name} must be True or False, got {value!r}")
+    if not (isinstance(floating_base, (bool, np.bool_)) or floating_base in ("free", "floating")
+            if isinstance(floating_base, (bool, np.bool_, str)) else False):
+        raise ModelError(f"load_urdf: floating_base must be False, True (or 'floating': Euler angles) or 'free' "
+                         f"(a quaternion), got {floating_base!r:.60}")
+    floating_base = floating_base if isinstance(floating_base, str) else bool(floating_base)
+    max_links = integer(max_links, "max_links", minimum=1)
     root, src = _read_xml(path, "URDF")
     if root.tag != "robot":
         raise ModelError(f"{src}: not a URDF file: the root element is <{root.tag}>, expected <robot>")
     xacro = [el.tag for el in root.iter() if isinstance(el.tag, str) and "xacro" in el.tag]
     if xacro:
         raise ModelError(f"{src}: contains xacro macros ({xacro[0].split('}')[-1]}): run xacro on it first")
+    check_links(len(root.findall("link")), src, max_links=max_links)
     bodies: dict[str, _Body] = {}
     for k, link in enumerate(root.findall("link")):
         name = link.get("name")
@@ -544,9 +640,6 @@ def load_urdf(path: str | os.PathLike, floating_base: bool | str = False, *, lim
         if e.type is JointType.FLOATING and e.parent != WORLD:
             raise ModelError(f"{src}: joint {e.name!r} of link {e.child!r}: a 'floating' joint must have the "
                              f"world link as parent, got {e.parent!r}")
-    if floating_base not in (False, True, "free", "floating"):
-        raise ModelError(f"{src}: floating_base must be False, True (or 'floating': Euler angles) or 'free' "
-                         f"(a quaternion), got {floating_base!r}")
     base_type = JointType.FLOATING if floating_base == "floating" else JointType.FREE
     if floating_base:
         world_edges = [e for e in edges if e.parent == WORLD]
@@ -566,5 +659,6 @@ def load_urdf(path: str | os.PathLike, floating_base: bool | str = False, *, lim
             edges.insert(0, _Edge(ROOT_JOINT, base_type, WORLD, root_link, np.eye(4)))
     name = root.get("name") or Path(src).stem
     model = _assemble(bodies, edges, src, name, limits=limits, balance=balance_inertia)
+    check_mass_matrix(model, src)
     model.display = urdf_display(model, root, src)         # <visual> elements: drawing only (pbframework.display)
     return model
