@@ -29,8 +29,8 @@ CASE_BOUND = 60.0
 """Seconds one fuzz case may take (a deadline, not a timing: a case past it is a hang, the issue's "no
 answer"); generous so a loaded 2-core machine never trips it on a case that does end."""
 
-FAST_EXAMPLES = {"urdf": 400, "api": 150, "cli": 150}
-LONG_EXAMPLES = {"urdf": 8000, "api": 2500, "cli": 1500}
+FAST_EXAMPLES = {"urdf": 400, "api": 150, "cli": 150, "mjcf": 200}
+LONG_EXAMPLES = {"urdf": 8000, "api": 2500, "cli": 1500, "mjcf": 3000}
 
 
 def profile(kind: str, long: bool) -> settings:

@@ -423,6 +423,9 @@ def load_mjcf(path: str | os.PathLike, *, limits: bool = True, balance_inertia: 
                                 default_forces=forces)
     except ModelError as exc:
         raise ModelError(f"{src}: {exc}") from None
+    from ..checks import check_mass_matrix
+
+    check_mass_matrix(model, src)
     model.display = _display(c, X, link_of, model)
     model.obstacles = tuple(obstacles)
     model.mujoco_joints = tuple((c.joint_names[j], int(m.jnt_type[j]), int(m.jnt_qposadr[j]), int(m.jnt_dofadr[j]))
