@@ -100,6 +100,12 @@ class ForceModel:
         """Potential energy at ``q`` for conservative models, else ``None``."""
         return None
 
+    def contact_forces(self, model: ArticulatedBody, q, qd, t):
+        """For contact models: the world force (3 x ``n_contacts``, one column per contact point of the model,
+        ``model.contact_points``) the model applies at ``(q, qd)`` -- what the viewer draws; ``None`` for
+        other models and for contact forces that are not a function of the state (a step's QP solution)."""
+        return None
+
     # -- per-step numeric inputs (for forces computed by arbitrary Python code, e.g. a controller) ----------
     def n_inputs(self, model: ArticulatedBody) -> int:
         """Length of the numeric input vector ``u`` this model reads every step (default 0: none).

@@ -89,7 +89,8 @@ class Records:
             "objective": pb.objective.value if pb.objective else None, "kind": pb.kind.value,
             "implicit": self.implicit, "solver": self.solver_name,
             "solver_options": repr(self.solver.options) if self.solver is not None else None,
-            "dt": dt, "t0": float(t0), "forces": list(pb.forces), "fd": self.config.fd,
+            "dt": dt, "t0": float(t0), "forces": list(pb.forces), "force_specs": force_specs(self.forces),
+            "fd": self.config.fd,
             "energy_scale": self.energy_scale, "status": status.value, "failure_time": failure_time,
             "diverged": status is Status.DIVERGED, "diverged_at": end.time if status is Status.DIVERGED else None,
             "divergence": end.reason, "failure": end.failure,
@@ -103,3 +104,21 @@ class Records:
         self._build_time_reported = True
         return Trajectory(t=np.asarray(t, float), q=q_arr, qd=qd_arr, kinetic=T, potential=V, energy=T + V,
                           stats=stats, wall_time=wall, build_time=build_time, info=info)
+
+
+def force_specs(forces) -> list:
+    """``[name, params]`` of each force model whose parameters are plain data (JSON: numbers, strings, lists,
+    dicts), so a saved trajectory can rebuild them (the viewer draws contact forces from them); models with a
+    callable among their parameters (a controller) are left out."""
+    import json
+
+    out = []
+    for f in forces:
+        try:
+            params = f.params() if hasattr(f, "params") else None
+            json.dumps(params, allow_nan=True)
+        except (TypeError, ValueError):
+            continue
+        if params is not None and getattr(f, "name", None):
+            out.append([f.name, params])
+    return out

@@ -6,7 +6,10 @@ every link a scene node (``/traj<m>/<link>``) carrying the link's display geomet
 evaluated numerically) of the sample on the timeline. Beside it: the timeline slider (the first failure marked
 on it), play / pause, the playback speed (simulated time against wall time), the energy curve, the step
 verdicts (0 converged, 1 converged after halving, 2 unconverged) and the run's status line. The model's
-contact points are drawn at each sample (red below the ground plane z = 0). A batch
+contact points are drawn at each sample (red below the ground plane z = 0), and the contact forces as green
+segments from each point (scaled so the largest is a quarter of the scene's extent) where the trajectory's
+force models give them as a function of the state (``info["force_specs"]``, :meth:`ForceModel.contact_forces`:
+penalty contact and PBFD's normal force; not the forces of a QP step). A batch
 (:class:`~pbframework.result.BatchTrajectory`) is overlaid: one copy of the model per trajectory, each in its
 own colour, each held at its last state after it ended (at most :data:`MAX_OVERLAY` of them).
 
@@ -167,7 +170,7 @@ class Viewer:
         for k, v in enumerate(display.world):
             V, F = visual_mesh(v)
             scene.add_mesh_simple(f"/world/visual{k}", V.astype(np.float32), F, color=(180, 180, 180))
-        self.contacts = []
+        self.contacts, self._F = [], None
         if model.n_contacts:
             from .kinematics import contact_positions
 
@@ -180,6 +183,48 @@ class Viewer:
                                                    np.zeros((model.n_contacts, 3), np.uint8), point_size=0.03,
                                                    precision="float32", point_shape="circle")
                              for m in range(len(self.trajectories))]
+            self._F = self._contact_forces()
+            if self._F is not None:
+                peak = max(float(np.abs(F).max()) for F in self._F)
+                self.force_scale = 0.25 * extent / peak if peak > 0 else 0.0   # the largest force: extent / 4
+                self.force_lines = [scene.add_line_segments(f"/traj{m}/contact_forces",
+                                                            np.zeros((model.n_contacts, 2, 3), np.float32),
+                                                            (20, 140, 40), thickness=0.004)
+                                    for m in range(len(self.trajectories))]
+
+    def _contact_forces(self) -> list | None:
+        """Per trajectory the world force on every contact point at every sample (samples, points, 3), summed
+        over the force models of ``info["force_specs"]`` that give one (:meth:`ForceModel.contact_forces`:
+        penalty contact, PBFD's normal force); ``None`` when none does."""
+        from .forces import force_model
+
+        models = []
+        for name, params in self.trajectories[0].info.get("force_specs") or []:
+            try:
+                f = force_model(name, **params)
+                if f.contact_forces(self.model, np.zeros(self.model.nq) if not self.model.on_group
+                                    else self.model.neutral(), np.zeros(self.model.nv), 0.0) is not None:
+                    models.append(f)
+            except Exception:  # noqa: BLE001 - a force of a plug-in not installed here: nothing to draw
+                continue
+        if not models:
+            return None
+        import casadi as ca
+
+        q, v = ca.SX.sym("q", self.model.nq), ca.SX.sym("v", self.model.nv)
+        total = sum(ca.SX(f.contact_forces(self.model, q, v, 0.0)) for f in models)
+        fn = ca.Function("contact_forces", [q, v], [total])
+        out = []
+        for tr in self.trajectories:
+            Q, V = np.asarray(tr.q, float), np.asarray(tr.qd, float)
+            F = np.asarray(fn.map(len(Q))(Q.T, V.T)).reshape(3, len(Q), -1)
+            out.append(F.transpose(1, 2, 0))
+        return out
+
+    def contact_force_segments(self, m: int = 0) -> np.ndarray:
+        """The contact-force arrows of trajectory ``m`` as set on the scene (points, 2, 3): from each contact
+        point to the point plus ``force_scale`` times its force (server side)."""
+        return np.asarray(self.force_lines[m].points, float)
 
     def _camera(self) -> None:
         """z up; the first view looks at the centre of every link origin over the motion, from far enough to
@@ -287,6 +332,9 @@ class Viewer:
                     self.contacts[m].points = P.astype(np.float32)
                     below = P[:, 2:3] <= 0.0                              # at or under the ground plane
                     self.contacts[m].colors = np.where(below, [[220, 30, 30]], [[30, 30, 30]]).astype(np.uint8)
+                    if self._F is not None:
+                        ends = P + self.force_scale * self._F[m][km]
+                        self.force_lines[m].points = np.stack([P, ends], axis=1).astype(np.float32)
         self.time_text.value = f"{self.times[k]:.4f}"
         if int(self.slider.value) != k:
             self.slider.value = k

@@ -182,6 +182,45 @@ def test_contact_points_follow_the_model(tmp_path):
         assert below.tolist() == (P[:, 2] <= 0).tolist()
 
 
+def test_contact_forces_are_drawn_from_the_saved_force_models(tmp_path):
+    """A box dropped on the ground with penalty contact: the saved trajectory names its force models
+    (info["force_specs"]), and at sample k every arrow runs from a contact point to that point plus the scale
+    times the penalty force there (server side)."""
+    m = models.box()
+    q0 = np.zeros(m.nq)
+    q0[2] = 0.12
+    forces = ["gravity", ("penalty_contact", {"stiffness": 2e4, "friction": 50.0})]
+    tr = pbf.Simulator(m, "rk4", dt=1e-3, forces=forces).rollout(q0, np.zeros(m.nv), 0.3)
+    path = tr.save(tmp_path / "box.npz")
+    assert [name for name, _ in pbf.Trajectory.load(path).info["force_specs"]] == ["gravity", "penalty_contact"]
+    contact = pbf.force_model("penalty_contact", stiffness=2e4, friction=50.0)
+    with pbf.view(pbf.Trajectory.load(path), model=m, port=0, block=False) as v:
+        assert v.force_scale > 0
+        for k in (0, 150, 299):
+            v.slider.value = k
+            P = np.asarray(contact_positions(m)(tr.q[k])).T
+            F = np.asarray(contact.contact_forces(m, tr.q[k], tr.qd[k], 0.0)).T
+            seg = v.contact_force_segments()
+            np.testing.assert_allclose(seg[:, 0], P, atol=1e-6)
+            np.testing.assert_allclose(seg[:, 1], P + v.force_scale * F, atol=1e-5)
+        peak = max(np.abs(np.asarray(contact.contact_forces(m, q, qd, 0.0))).max() for q, qd in zip(tr.q, tr.qd))
+        assert peak > 1.0                                  # the box lands: forces of newtons were drawn
+
+
+def test_penalty_contact_forces_sum_to_its_generalised_force_on_a_free_box():
+    """contact_forces is the same physics as the generalised-force form: on a free box (base at the origin,
+    identity orientation) the points' forces sum to the form's linear force."""
+    m = models.box()
+    contact = pbf.force_model("penalty_contact", stiffness=1e4, friction=30.0)
+    q = m.neutral()
+    q[2] = -0.01
+    v = np.zeros(m.nv)
+    v[:3] = (0.3, -0.2, -0.1)
+    F = np.asarray(contact.contact_forces(m, q, v, 0.0))
+    f = np.asarray(contact.generalized_force(m, q, v, 0.0)).ravel()
+    np.testing.assert_allclose(F.sum(axis=1), f[:3], rtol=1e-12, atol=1e-9)
+
+
 @pytest.mark.slow
 def test_pbf_view_cli_serves_the_page_until_ctrl_c(chain3, tmp_path):
     m, tr = chain3

@@ -175,6 +175,20 @@ class PenaltyContact(ForceModel):
     def energy(self, model, q):
         return 0.5 * self.stiffness * ca.sumsqr(self.depth(self._positions(model, q)))
 
+    def contact_forces(self, model, q, qd, t):
+        """Per contact point ``D1 d n - D2 d^p Proj v`` (3 x nc), the terms of the generalised-force form."""
+        def build() -> ca.Function:
+            ts = TangentSymbols(model)
+            P = self._positions(model, ts.qe)
+            d = self.depth(P)
+            F = ca.mtimes(ca.DM(self.normal.reshape(3, 1)), self.stiffness * d)
+            if self.friction > 0:
+                v = ca.reshape(ca.jtimes(ca.vec(P), ts.var, ts.qd), 3, P.size2())
+                F = F - ca.mtimes(self._projector(), v) * ca.repmat(self.friction * self._weight(d), 3, 1)
+            return ca.Function("penalty_contact_points", [ts.q, ts.qd], [ts.at_zero(F)], ["q", "qd"], ["F"])
+
+        return cached_function(model, self, "points", build)(q, qd)
+
 
 @hookimpl
 def pbf_force_models():

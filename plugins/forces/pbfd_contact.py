@@ -120,6 +120,12 @@ class PBFDContact(ForceModel):
         d = self.depth(self._positions(model, q))
         return self.normal_stiffness / (self.alpha + 1) * ca.sum2(d ** (self.alpha + 1))
 
+    def contact_forces(self, model, q, qd, t):
+        """The normal force ``C_perp d^alpha n`` per contact point (3 x nc). The tangential force of Eq. 12 is a
+        function of a step's displacement, not of the state, and is not included."""
+        d = self.depth(self._positions(model, q))
+        return ca.mtimes(ca.DM(self.normal.reshape(3, 1)), self.normal_stiffness * d ** self.alpha)
+
     def tangential_force_points(self, P_next, P_cur):
         """Eq. 12's ``f_par`` per contact point (3 x nc), for end and start positions."""
         d = self.depth(P_next)
