@@ -250,6 +250,10 @@ def _compile(path: str | os.PathLike, balance_inertia: bool, disable: tuple[str,
         root = next(ET.iterparse(p, events=("start",)))[1].tag
     except (ET.ParseError, StopIteration):
         root = "mujoco"     # MuJoCo's compiler reports the XML error with its line
+    except LookupError as exc:
+        raise ModelError(f"{src}: unknown XML encoding ({exc})") from None
+    except (UnicodeError, ValueError) as exc:
+        raise ModelError(f"{src}: cannot decode the MJCF file ({exc})") from None
     except OSError as exc:
         raise ModelError(f"{src}: cannot read the MJCF file: {exc.strerror or exc}") from None
     if root != "mujoco":
