@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from . import dynamics, geometry, inertia, kinematics, models
 from .errors import (ArgumentTypeError, CliError, LimitError, ModelError, OutputPathError, PbfError, PluginError,
-                     PluginParameterError, PluginTypeError, PluginValueError, StepError, StepFailure,
-                     UnknownFamilyError, UnknownPluginError)
+                     PluginParameterError, PluginTypeError, PluginValueError, ResultFileError, StepError,
+                     StepFailure, UnknownFamilyError, UnknownPluginError)
 from .forces import ForceForm, ForceModel, force_model
 from .hookspecs import PluginInfo, hookimpl
 from .io import load_mjcf, load_urdf
@@ -33,6 +33,7 @@ __all__ = [
     "Simulator", "Trajectory", "BatchTrajectory", "FailurePolicy", "StepFailure",
     "StepConfig", "StepProblem", "StepError", "ProblemKind", "Objective", "SolveResult", "build_step",
     "export", "ExportReport", "view", "__version__",
-    "PbfError", "ArgumentTypeError", "LimitError", "OutputPathError", "CliError", "UnknownFamilyError",
+    "PbfError", "ArgumentTypeError", "LimitError", "OutputPathError", "ResultFileError", "CliError",
+    "UnknownFamilyError",
     "PluginValueError", "PluginTypeError",
 ]

@@ -68,7 +68,18 @@ class Energies:
     def state_energy(self, states: np.ndarray, dt: float | None = None) -> tuple[np.ndarray, np.ndarray]:
         """Reported kinetic and potential energy of integrator states (any shape ``(..., ns)``), each as
         a step's result: the problem's own kinetic energy where it has one (see :meth:`rollout_energy`)."""
-        states = np.asarray(states, dtype=float)
+        try:
+            states = np.asarray(states, dtype=float)
+        except (TypeError, ValueError):
+            from .errors import ArgumentTypeError
+
+            raise ArgumentTypeError(f"state_energy: states must be an array of numbers, got {states!r}"[:200]) \
+                from None
+        if states.ndim == 0 or states.shape[-1] != self.problem.ns:
+            from .errors import StepError
+
+            raise StepError(f"state_energy: states must have {self.problem.ns} entries in their last axis (the "
+                            f"integrator's state), got shape {states.shape}")
         nq, nv, shape = self.model.nq, self.model.nv, states.shape[:-1]
         flat = states.reshape(-1, states.shape[-1])
         if not len(flat):

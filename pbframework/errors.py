@@ -63,6 +63,12 @@ class OutputPathError(PbfError, ValueError):
     folder where a file is expected, an empty name); checked before any work is done."""
 
 
+class ResultFileError(PbfError, ValueError):
+    """A file given to ``Trajectory.load`` / ``BatchTrajectory.load`` is not one their ``save`` wrote (not an
+    ``.npz``, arrays missing, malformed ``info``); the message names the file. A missing file is a
+    ``FileNotFoundError``, as everywhere in the package."""
+
+
 class CliError(PbfError, ValueError):
     """A ``pbf`` command-line error: printed as one line, exit status 2."""
 

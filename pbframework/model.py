@@ -492,8 +492,11 @@ class ArticulatedBody:
     def __init__(self, links: Iterable[Link], joints: Iterable[Joint] = (),
                  gravity: Sequence[float] = DEFAULT_GRAVITY, name: str = "model",
                  default_forces: Iterable[str | tuple[str, Mapping[str, Any]]] = (), display: Any = None) -> None:
-        links = list(links)
-        joints = list(joints)
+        try:
+            links, joints = list(links), list(joints)
+        except TypeError:
+            raise ModelError(f"model {name!r}: links and joints must be iterables of Link and Joint objects, got "
+                             f"{type(links).__name__} and {type(joints).__name__}") from None
         self.name = str(name)
         self.default_forces = _force_specs(default_forces, self.name)
         self.display = display

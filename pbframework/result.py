@@ -274,21 +274,34 @@ def _save(result: "Trajectory | BatchTrajectory", path: str | Path, extra: dict[
     arrays["wall_time"] = np.float64(result.wall_time)
     arrays["build_time"] = np.float64(result.build_time)
     arrays["info"] = np.array(json.dumps(result.info, default=_jsonable))
-    np.savez(path, **arrays, **extra)
+    try:
+        np.savez(path, **arrays, **extra)
+    except OSError as exc:
+        from .errors import OutputPathError
+
+        raise OutputPathError(f"{path}: cannot write the trajectory ({exc.strerror or exc})") from None
     return path
 
 
 def _load(path: str | Path, batch: bool) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
     """The constructor fields of a saved result and its extra arrays; a file of the other kind is refused."""
-    with np.load(Path(path), allow_pickle=False) as z:
-        if ("steps_done" in z.files) != batch:
-            kind, other = ("a single trajectory", "Trajectory") if batch else ("a batch", "BatchTrajectory")
-            raise ValueError(f"{path}: holds {kind}; read it with {other}.load")
-        fields = {k: z[k] for k in _SERIES}
-        fields["stats"] = {k[len("stats_"):]: z[k] for k in z.files if k.startswith("stats_")}
-        fields.update(wall_time=float(z["wall_time"]), build_time=float(z["build_time"]),
-                      info=json.loads(str(z["info"])))
-        return fields, {k: z[k] for k in _BATCH_ARRAYS if k in z.files}
+    from .errors import ResultFileError
+
+    try:
+        with np.load(Path(path), allow_pickle=False) as z:
+            if ("steps_done" in z.files) != batch:
+                kind, other = ("a single trajectory", "Trajectory") if batch else ("a batch", "BatchTrajectory")
+                raise ResultFileError(f"{path}: holds {kind}; read it with {other}.load")
+            fields = {k: z[k] for k in _SERIES}
+            fields["stats"] = {k[len("stats_"):]: z[k] for k in z.files if k.startswith("stats_")}
+            fields.update(wall_time=float(z["wall_time"]), build_time=float(z["build_time"]),
+                          info=json.loads(str(z["info"])))
+            return fields, {k: z[k] for k in _BATCH_ARRAYS if k in z.files}
+    except (FileNotFoundError, ResultFileError):
+        raise
+    except (OSError, ValueError, KeyError, TypeError, EOFError) as exc:     # not an npz, an array missing, bad JSON
+        raise ResultFileError(f"{path}: not a trajectory file written by save ({type(exc).__name__}: "
+                              f"{' '.join(str(exc).split())[:200]})") from None
 
 
 def _figure():
@@ -309,8 +322,15 @@ def _finish(plt, fig, ax, path: str | Path) -> Path:
     ax.set_ylabel("energy [J]")
     ax.legend()
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    try:
+        fig.savefig(path, dpi=120)
+    except (OSError, ValueError) as exc:       # a folder missing, no permission; an extension matplotlib lacks
+        from .errors import OutputPathError
+
+        raise OutputPathError(f"{path}: cannot write the energy plot ({getattr(exc, 'strerror', None) or exc})") \
+            from None
+    finally:
+        plt.close(fig)
     return path
 
 

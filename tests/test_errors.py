@@ -285,3 +285,32 @@ def test_model_size_is_checked_before_the_step_is_built(capsys):
     assert pbf.Simulator(pbf.models.chain(2), "rk4", max_dofs=4).model.nv == 4
     assert main(["simulate", "chain", "--links", "400", "--no-progress"]) == 2
     assert "(--max-dofs raises it" in capsys.readouterr().err
+
+
+def test_results_and_models_refuse_bad_input_in_the_family(tmp_path):
+    """The entry points issue 27's review found still raw: Trajectory.save / load / plot_energy, an
+    ArticulatedBody of something that is not a list, state_energy of strings or of the wrong width."""
+    import numpy as np
+
+    m = pbf.models.chain(2)
+    sim = pbf.Simulator(m, "rk4", dt=0.01)
+    tr = sim.rollout(np.zeros(m.nq), np.zeros(m.nv), duration=0.05)
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(pbf.OutputPathError, match="cannot write the trajectory"):
+        tr.save(tmp_path / "file" / "t.npz")
+    with pytest.raises(pbf.OutputPathError, match="cannot write the energy plot"):
+        tr.plot_energy(tmp_path / "file" / "e.png")
+    (tmp_path / "bad.npz").write_bytes(b"not a zip")
+    with pytest.raises(pbf.ResultFileError, match="bad.npz: not a trajectory file written by save"):
+        pbf.Trajectory.load(tmp_path / "bad.npz")
+    saved = tr.save(tmp_path / "t.npz")
+    with pytest.raises(pbf.ResultFileError, match="holds a single trajectory; read it with Trajectory.load"):
+        pbf.BatchTrajectory.load(saved)
+    with pytest.raises(FileNotFoundError):
+        pbf.Trajectory.load(tmp_path / "missing.npz")
+    with pytest.raises(pbf.ModelError, match="links and joints must be iterables"):
+        pbf.ArticulatedBody(5)
+    with pytest.raises(pbf.ArgumentTypeError, match="state_energy: states must be an array of numbers"):
+        sim.state_energy("abc")
+    with pytest.raises(pbf.StepError, match="state_energy: states must have"):
+        sim.state_energy(np.zeros(3))

@@ -264,7 +264,7 @@ def _compile(path: str | os.PathLike, balance_inertia: bool, disable: tuple[str,
             spec.compiler.balanceinertia = True
         for name in disable:
             spec.option.disableflags |= int(getattr(mj.mjtDisableBit, f"mjDSBL_{name.upper()}"))
-        return mj, spec.compile(), src
+        m = spec.compile()
     except (ValueError, RuntimeError) as exc:
         text = " ".join(str(exc).split())
         if "Error opening file" in text:
@@ -273,6 +273,12 @@ def _compile(path: str | os.PathLike, balance_inertia: bool, disable: tuple[str,
         hint = ("; load with balance_inertia=True (pbf simulate --balance-inertia, or <compiler "
                 "balanceinertia=\"true\">) to set its principal moments to their mean") if "A + B >= C" in text else ""
         raise ModelError(f"{src}: MuJoCo's compiler: {text}{hint}") from None
+    try:
+        bytes(m.names).decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ModelError(f"{src}: a name in the file is not UTF-8 text ({exc.reason} at byte {exc.start} of the "
+                         f"model's names)") from None
+    return mj, m, src
 
 
 def load_mjcf(path: str | os.PathLike, *, limits: bool = True, balance_inertia: bool = False,
