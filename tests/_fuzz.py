@@ -30,7 +30,7 @@ CASE_BOUND = 60.0
 answer"); generous so a loaded 2-core machine never trips it on a case that does end."""
 
 FAST_EXAMPLES = {"urdf": 400, "api": 150, "cli": 150, "mjcf": 200}
-LONG_EXAMPLES = {"urdf": 8000, "api": 2500, "cli": 1500, "mjcf": 3000}
+LONG_EXAMPLES = {"urdf": 8000, "api": 2500, "cli": 1500, "mjcf": 1200}
 
 
 def profile(kind: str, long: bool) -> settings:
