@@ -22,9 +22,12 @@ from __future__ import annotations
 import re
 
 from .emit import CSource
-from .step_library import emit_step_library
+from .step_library import C_SRC, emit_step_library
 
-__all__ = ["emit_cuda", "NVCC_ARCHS"]
+__all__ = ["emit_cuda", "NVCC_ARCHS", "ITERATION_SOLVERS"]
+
+ITERATION_SOLVERS = ("lm", "jtj_lm")
+"""Solvers of the per-iteration batch (``c_src/pbf_iterate.c``: ``pbf_iter_kernel`` / ``pbf_iter_launch``)."""
 
 NVCC_ARCHS = ("sm_80", "sm_90")
 """The architectures CI compiles every generated kernel for."""
@@ -72,7 +75,12 @@ PBF_EXPORT void pbf_rollout_all(casadi_int M, const casadi_real* opt, const casa
 def emit_cuda(problem, solver: str = "lm", *, name: str | None = None, **options) -> CSource:
     """The CUDA source (module docstring) of ``problem`` solved by ``solver``; ``options`` go to
     :func:`~pbframework.codegen.step_library.emit_step_library` (``plan``, ``derivatives``, ...)."""
-    src, _plan = emit_step_library(problem, solver, host=False, name=name, **options)
-    text = re.sub(r"(?m)^static ", "static PBF_HD ", src.text)
+    src, plan = emit_step_library(problem, solver, host=False, name=name, **options)
+    text = src.text
+    functions = ("pbf_rollout_all", "pbf_work_size")
+    if plan.solver in ITERATION_SOLVERS:
+        text += "\n/* ---- one LM iteration per launch ---- */\n" + (C_SRC / "pbf_iterate.c").read_text()
+        functions += ("pbf_iter_launch", "pbf_iter_sizes")
+    text = re.sub(r"(?m)^static ", "static PBF_HD ", text)
     text = re.sub(r"(?m)^PBF_EXPORT ", "PBF_EXPORT PBF_HD ", text)
-    return CSource(src.name + "_cuda", _PRELUDE + text + _LAUNCH, ("pbf_rollout_all", "pbf_work_size"))
+    return CSource(src.name + "_cuda", _PRELUDE + text + _LAUNCH, functions)

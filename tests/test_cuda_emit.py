@@ -62,7 +62,7 @@ def test_host_build_equals_the_c_backend_trajectory_by_trajectory(order, max_ite
 
 @pytest.mark.skipif(NVCC is None, reason="needs nvcc (the CUDA toolkit; /usr/local/cuda/bin)")
 @pytest.mark.parametrize("arch", NVCC_ARCHS)
-@pytest.mark.parametrize("order", [2, 3])
+@pytest.mark.parametrize("order", [2, pytest.param(3, marks=pytest.mark.slow)])   # order 3: ~2 min of nvcc
 def test_every_generated_kernel_compiles_with_nvcc_without_warnings(tmp_path, arch, order):
     m = models.chain(3)
     sim = pbf.Simulator(m, "pbad", order=order, dt=0.05)
