@@ -69,3 +69,18 @@ def test_simulator_rollout_batch_on_cuda_equals_c():
     g = pbf.Simulator(m, "pbad", order=2, dt=0.05, backend="cuda").rollout_batch(Q0, QD0, steps=20)
     np.testing.assert_array_equal(g.q, c.q)
     np.testing.assert_array_equal(g.steps_done, c.steps_done)
+
+
+@pytest.mark.skipif(device_status()[0], reason="a CUDA device is present: the benchmark measures")
+def test_gpu_benchmark_refuses_cleanly_without_a_device(tmp_path):
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    env = {**os.environ, "PBF_BENCH_OUT": str(tmp_path / "out")}
+    proc = subprocess.run([sys.executable, str(root / "benchmarks" / "gpu_batch.py"), "--sizes", "4"], cwd=root,
+                          env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 2 and "gpu_batch: no GPU to measure on:" in proc.stderr
+    assert not (tmp_path / "out").exists()
