@@ -7,14 +7,20 @@ tested on every machine against the VM and the C backend. It appends
 
 * under ``__CUDACC__``: ``pbf_rollout_kernel``, one thread per trajectory, each running the whole rollout of
   its initial state with its own slice of the work arrays (array-of-structures per thread);
-* everywhere: ``pbf_rollout_all``, the same loop over trajectories on the host (what the tests call).
+* everywhere: ``pbf_rollout_all``, the same loop over trajectories on the host;
+* for ``lm`` / ``jtj_lm`` (:data:`ITERATION_SOLVERS`), the per-iteration batch ``c_src/pbf_iterate.c``:
+  ``pbf_iter_kernel`` (device) / ``pbf_iter_launch`` (host), one LM iteration per launch for every trajectory,
+  the controller in structure-of-arrays buffers; the host loop that repeats launches is
+  :mod:`pbframework.codegen.cuda_launch`.
 
 Constants are the emitter's exact decimal literals (``repr`` of the double, 17 significant digits), calls to
-kernel chunks stay device functions, and ``float`` works as for the C backend (``-DPBF_FLOAT``).
+kernel chunks stay device functions, and ``float`` works as for the C backend (``-DPBF_FLOAT``). Building and
+loading on a device: :mod:`pbframework.codegen.cuda_device`; forward dynamics: :mod:`pbframework.codegen.cuda_fd`.
 
-Not built yet (issue 22): one solver iteration per launch across trajectories (seed 000 §5.2), the
-structure-of-arrays layout, the pycuda loader and ``backend="cuda"``, the seed-003 FD kernels. No GPU was
-available to run any of it; ``nvcc`` compiles it (``tests/test_cuda_emit.py``).
+Not built (issue 22): a group of threads per trajectory (and the choice between the two by size), an
+interleaved layout of the dense solver memory. No GPU was available to run any of it; ``nvcc`` compiles it
+(``tests/test_cuda_emit.py``, ``tests/test_cuda_models.py``) and its host build is tested against the C backend
+and the VM (``tests/test_cuda_launch.py``, ``tests/test_cuda_models.py``).
 """
 
 from __future__ import annotations
