@@ -42,6 +42,7 @@ _PRELUDE = """/* CUDA source of a pbframework step library (pbframework.codegen.
 #ifdef __CUDACC__
 #define PBF_HD __host__ __device__
 #define PBF_NO_COLD 1
+#define PBF_EXPORT extern "C" __attribute__((visibility("default")))   /* host entry points keep C names */
 #else
 #define PBF_HD
 #endif
