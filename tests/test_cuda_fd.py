@@ -60,7 +60,6 @@ def test_host_build_equals_the_vm(chain6, real, rng):
         assert err <= (DOUBLE_TOL if real == "double" else FLOAT_TOL), (a, err)
 
 
-@pytest.mark.slow
 def test_panda_abia_jsiia_host_build_equals_the_vm(robots_dir, rng):
     from pbframework.io import load_urdf
 
