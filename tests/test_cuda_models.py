@@ -88,7 +88,7 @@ def test_host_build_equals_the_vm(model_case, order, real, rng):
         assert err <= FLOAT_TOL, err
 
 
-@pytest.mark.slow      # measured on 2 shared cores, sm_80: the panda 7 min, CHAIN-10 22 min (ptxas)
+@pytest.mark.slow      # measured on 2 shared cores: the panda 2-7 min, CHAIN-10 8-22 min (ptxas)
 @pytest.mark.skipif(NVCC is None, reason="needs nvcc (the CUDA toolkit; /usr/local/cuda/bin)")
 @pytest.mark.parametrize("model_case", ["chain10", "panda"], indirect=True)
 @pytest.mark.parametrize("arch", NVCC_ARCHS)
