@@ -7,14 +7,20 @@ tested on every machine against the VM and the C backend. It appends
 
 * under ``__CUDACC__``: ``pbf_rollout_kernel``, one thread per trajectory, each running the whole rollout of
   its initial state with its own slice of the work arrays (array-of-structures per thread);
-* everywhere: ``pbf_rollout_all``, the same loop over trajectories on the host (what the tests call).
+* everywhere: ``pbf_rollout_all``, the same loop over trajectories on the host;
+* for ``lm`` / ``jtj_lm`` (:data:`ITERATION_SOLVERS`), the per-iteration batch ``c_src/pbf_iterate.c``:
+  ``pbf_iter_kernel`` (device) / ``pbf_iter_launch`` (host), one LM iteration per launch for every trajectory,
+  the controller in structure-of-arrays buffers; the host loop that repeats launches is
+  :mod:`pbframework.codegen.cuda_launch`.
 
 Constants are the emitter's exact decimal literals (``repr`` of the double, 17 significant digits), calls to
-kernel chunks stay device functions, and ``float`` works as for the C backend (``-DPBF_FLOAT``).
+kernel chunks stay device functions, and ``float`` works as for the C backend (``-DPBF_FLOAT``). Building and
+loading on a device: :mod:`pbframework.codegen.cuda_device`; forward dynamics: :mod:`pbframework.codegen.cuda_fd`.
 
-Not built yet (issue 22): one solver iteration per launch across trajectories (seed 000 §5.2), the
-structure-of-arrays layout, the pycuda loader and ``backend="cuda"``, the seed-003 FD kernels. No GPU was
-available to run any of it; ``nvcc`` compiles it (``tests/test_cuda_emit.py``).
+Not built (issue 22): a group of threads per trajectory (and the choice between the two by size), an
+interleaved layout of the dense solver memory. No GPU was available to run any of it; ``nvcc`` compiles it
+(``tests/test_cuda_emit.py``, ``tests/test_cuda_models.py``) and its host build is tested against the C backend
+and the VM (``tests/test_cuda_launch.py``, ``tests/test_cuda_models.py``).
 """
 
 from __future__ import annotations
@@ -22,9 +28,12 @@ from __future__ import annotations
 import re
 
 from .emit import CSource
-from .step_library import emit_step_library
+from .step_library import C_SRC, emit_step_library
 
-__all__ = ["emit_cuda", "NVCC_ARCHS"]
+__all__ = ["emit_cuda", "NVCC_ARCHS", "ITERATION_SOLVERS"]
+
+ITERATION_SOLVERS = ("lm", "jtj_lm")
+"""Solvers of the per-iteration batch (``c_src/pbf_iterate.c``: ``pbf_iter_kernel`` / ``pbf_iter_launch``)."""
 
 NVCC_ARCHS = ("sm_80", "sm_90")
 """The architectures CI compiles every generated kernel for."""
@@ -33,6 +42,7 @@ _PRELUDE = """/* CUDA source of a pbframework step library (pbframework.codegen.
 #ifdef __CUDACC__
 #define PBF_HD __host__ __device__
 #define PBF_NO_COLD 1
+#define PBF_EXPORT extern "C" __attribute__((visibility("default")))   /* host entry points keep C names */
 #else
 #define PBF_HD
 #endif
@@ -72,7 +82,12 @@ PBF_EXPORT void pbf_rollout_all(casadi_int M, const casadi_real* opt, const casa
 def emit_cuda(problem, solver: str = "lm", *, name: str | None = None, **options) -> CSource:
     """The CUDA source (module docstring) of ``problem`` solved by ``solver``; ``options`` go to
     :func:`~pbframework.codegen.step_library.emit_step_library` (``plan``, ``derivatives``, ...)."""
-    src, _plan = emit_step_library(problem, solver, host=False, name=name, **options)
-    text = re.sub(r"(?m)^static ", "static PBF_HD ", src.text)
+    src, plan = emit_step_library(problem, solver, host=False, name=name, **options)
+    text = src.text
+    functions = ("pbf_rollout_all", "pbf_work_size")
+    if plan.solver in ITERATION_SOLVERS:
+        text += "\n/* ---- one LM iteration per launch ---- */\n" + (C_SRC / "pbf_iterate.c").read_text()
+        functions += ("pbf_iter_launch", "pbf_iter_sizes")
+    text = re.sub(r"(?m)^static ", "static PBF_HD ", text)
     text = re.sub(r"(?m)^PBF_EXPORT ", "PBF_EXPORT PBF_HD ", text)
-    return CSource(src.name + "_cuda", _PRELUDE + text + _LAUNCH, ("pbf_rollout_all", "pbf_work_size"))
+    return CSource(src.name + "_cuda", _PRELUDE + text + _LAUNCH, functions)

@@ -4,6 +4,7 @@ architectures, and its host build equal to the C backend's batch, trajectory by 
 from __future__ import annotations
 
 import ctypes
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -62,7 +63,7 @@ def test_host_build_equals_the_c_backend_trajectory_by_trajectory(order, max_ite
 
 @pytest.mark.skipif(NVCC is None, reason="needs nvcc (the CUDA toolkit; /usr/local/cuda/bin)")
 @pytest.mark.parametrize("arch", NVCC_ARCHS)
-@pytest.mark.parametrize("order", [2, 3])
+@pytest.mark.parametrize("order", [2, pytest.param(3, marks=pytest.mark.slow)])   # order 3: ~2 min of nvcc
 def test_every_generated_kernel_compiles_with_nvcc_without_warnings(tmp_path, arch, order):
     m = models.chain(3)
     sim = pbf.Simulator(m, "pbad", order=order, dt=0.05)
@@ -72,3 +73,8 @@ def test_every_generated_kernel_compiles_with_nvcc_without_warnings(tmp_path, ar
                            str(tmp_path / "step.o")], capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-4000:]
     assert "warning" not in (proc.stdout + proc.stderr).lower()
+    syms = subprocess.run(["nm", str(tmp_path / "step.o")], capture_output=True, text=True).stdout
+    for kernel in ("pbf_rollout_kernel", "pbf_iter_kernel"):          # extern "C" __global__
+        assert re.search(rf"\b{kernel}$", syms, re.M), kernel
+    for entry in ("pbf_rollout_all", "pbf_iter_launch", "pbf_iter_sizes", "pbf_work_size"):   # C names on the host
+        assert re.search(rf" T {entry}$", syms, re.M), entry
