@@ -538,16 +538,20 @@ class ArticulatedBody:
         roots = [x.name for x in links if x.name not in parent_joint]
         world_children = [j.child for j in joints if j.parent == WORLD]
         bases = roots + world_children
-        # Cycle detection: walk parents from every link.
+        # Cycle detection: walk parents from every link, stopping at links already known to reach a root
+        # (linear in the number of links, however deep the tree).
+        reaches_root: set[str] = set()
         for link in links:
-            path, cur = [link.name], link.name
-            while cur in parent_joint and parent_joint[cur].parent != WORLD:
+            path, on_path, cur = [link.name], {link.name}, link.name
+            while cur not in reaches_root and cur in parent_joint and parent_joint[cur].parent != WORLD:
                 cur = parent_joint[cur].parent
-                if cur in path:
+                if cur in on_path:
                     cyc = " -> ".join(path[path.index(cur):] + [cur])
                     raise ModelError(f"joints form a cycle through links {cyc} (joint "
                                      f"{parent_joint[link.name].name!r})")
                 path.append(cur)
+                on_path.add(cur)
+            reaches_root.update(path)
         if len(roots) > 1:
             raise ModelError(f"model {self.name!r}: links {sorted(roots)} have no parent joint; at most one link may "
                              f"be welded to the world that way (attach the others by a joint to {WORLD!r})")
