@@ -21,6 +21,7 @@ from collections import Counter
 from typing import Callable
 
 import numpy as np
+import pytest
 from hypothesis import HealthCheck, settings
 
 import pbframework as pbf
@@ -148,3 +149,9 @@ def write_report() -> None:
         with open(path, "w") as fh:
             json.dump(existing, fh, indent=1, sort_keys=True)
         COUNTS.clear()
+
+
+long_profile = pytest.mark.skipif(os.environ.get("PBF_FUZZ") != "long",
+                                  reason="the long fuzz profile takes minutes (the URDF one about 10 on 2 cores): "
+                                         "PBF_FUZZ=long pytest -m slow tests/test_fuzz_*.py")
+"""Marks a long-profile test: run only with ``PBF_FUZZ=long`` (the suite, and CI, run the fast profile)."""

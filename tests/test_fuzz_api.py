@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 import pbframework as pbf
 
-from _fuzz import check_trajectory, profile, run_case, write_report
+from _fuzz import check_trajectory, long_profile, profile, run_case, write_report
 
 MODEL = pbf.models.chain(2, joint="revolute")
 MODELS = {"chain2": MODEL, "chain2_ball2": pbf.models.chain(2), "box": pbf.models.box()}
@@ -175,6 +175,7 @@ def test_advance_arguments(kwargs, args):
 @pytest.mark.slow
 @given(kwargs=simulator_kwargs, args=rollout_args)
 @profile("api", long=True)
+@long_profile
 def test_simulator_and_rollout_arguments_long_profile(kwargs, args):
     _run_rollout("api_rollout_long", kwargs, args)
 
@@ -182,6 +183,7 @@ def test_simulator_and_rollout_arguments_long_profile(kwargs, args):
 @pytest.mark.slow
 @given(kwargs=simulator_kwargs, args=advance_args)
 @profile("api", long=True)
+@long_profile
 def test_advance_arguments_long_profile(kwargs, args):
     _run_advance("api_advance_long", kwargs, args)
 

@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 import pbframework as pbf
 from pbframework.cli import main
 
-from _fuzz import profile, run_case, write_report
+from _fuzz import long_profile, profile, run_case, write_report
 
 VALUES = {
     "--links": ("1", "2", "3", "0", "-1", "1.5", "100000", "abc", ""),
@@ -131,6 +131,7 @@ def test_generated_argument_lists(tmp_path_factory, args):
 @pytest.mark.slow
 @given(args=argv())
 @profile("cli", long=True)
+@long_profile
 def test_generated_argument_lists_long_profile(tmp_path_factory, args):
     _fuzz(tmp_path_factory, args, "cli_long")
 

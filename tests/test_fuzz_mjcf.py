@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 
 import pbframework as pbf
 
-from _fuzz import check_mass_matrix_pd, profile, run_case, write_report
+from _fuzz import check_mass_matrix_pd, long_profile, profile, run_case, write_report
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
@@ -169,6 +169,7 @@ def test_mutated_mjcf_loads_or_fails_cleanly(tmp_path_factory, case):
 @pytest.mark.slow
 @given(case=mutations())
 @profile("mjcf", long=True)
+@long_profile
 def test_mutated_mjcf_long_profile(tmp_path_factory, case):
     _fuzz(tmp_path_factory, case, "mjcf_long")
 

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 import pbframework as pbf
 
-from _fuzz import check_mass_matrix_pd, profile, run_case, write_report
+from _fuzz import check_mass_matrix_pd, long_profile, profile, run_case, write_report
 
 ROBOTS = ("double_pendulum_description/urdf/double_pendulum.urdf", "ur_description/urdf/ur5_robot.urdf",
           "panda_description/urdf/panda.urdf", "so_arm_description/urdf/so100.urdf",
@@ -135,7 +135,7 @@ def _mutate(tree: ET.ElementTree, ops: list, tail) -> bytes:
                 ET.SubElement(inertial, "mass", value="0.1")
                 ET.SubElement(inertial, "inertia", ixx="1e-3", ixy="0", ixz="0", iyy="1e-3", iyz="0", izz="1e-3")
                 j = ET.SubElement(root, "joint", name=f"fuzz_joint{k}", type="revolute")
-                ET.SubElement(j, "parent", link=last.get("name"))
+                ET.SubElement(j, "parent", link=last.get("name") or "")   # a mutation may have deleted it
                 ET.SubElement(j, "child", link=name)
                 ET.SubElement(j, "origin", xyz="0 0 0.1")
                 ET.SubElement(j, "axis", xyz="0 1 0")
@@ -190,6 +190,7 @@ def test_mutated_urdf_loads_or_fails_cleanly(robots_dir, tmp_path_factory, case)
 @pytest.mark.slow
 @given(case=mutations())
 @profile("urdf", long=True)
+@long_profile
 def test_mutated_urdf_long_profile(robots_dir, tmp_path_factory, case):
     _fuzz(robots_dir, tmp_path_factory, case, "urdf_long")
 
