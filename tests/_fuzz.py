@@ -23,6 +23,7 @@ from typing import Callable
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
 
 import pbframework as pbf
 
@@ -155,3 +156,29 @@ long_profile = pytest.mark.skipif(os.environ.get("PBF_FUZZ") != "long",
                                   reason="the long fuzz profile takes minutes (the URDF one about 10 on 2 cores): "
                                          "PBF_FUZZ=long pytest -m slow tests/test_fuzz_*.py")
 """Marks a long-profile test: run only with ``PBF_FUZZ=long`` (the suite, and CI, run the fast profile)."""
+
+
+def file_tails(encodings):
+    """What may happen to a mutated XML file as a whole: nothing, an XML declaration naming one of
+    ``encodings`` (the body encoded in it where Python knows it), truncation, or stray bytes inserted."""
+    return st.one_of(st.none(), st.tuples(st.just("encoding"), st.sampled_from(encodings)),
+                     st.tuples(st.just("truncate"), st.floats(0.0, 1.0)),
+                     st.tuples(st.just("bytes"), st.integers(0, 10_000), st.binary(min_size=1, max_size=4)))
+
+
+def apply_tail(text: str, tail) -> bytes:
+    """``text`` as the bytes of a file, with :func:`file_tails`' ``tail`` applied."""
+    data = text.encode("utf-8")
+    if tail is None:
+        return data
+    if tail[0] == "encoding":
+        enc = tail[1]
+        try:
+            body = text.encode(enc) if enc and enc not in ("x" * 50, "klingon") else data
+        except (LookupError, UnicodeEncodeError):
+            body = data
+        return f'<?xml version="1.0" encoding="{enc}"?>\n'.encode("ascii") + body
+    if tail[0] == "truncate":
+        return data[:int(len(data) * tail[1])]
+    k = tail[1] % max(len(data), 1)
+    return data[:k] + tail[2] + data[k:]

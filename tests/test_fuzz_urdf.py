@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 import pbframework as pbf
 
-from _fuzz import check_mass_matrix_pd, long_profile, profile, run_case, write_report
+from _fuzz import apply_tail, check_mass_matrix_pd, file_tails, long_profile, profile, run_case, write_report
 
 ROBOTS = ("double_pendulum_description/urdf/double_pendulum.urdf", "ur_description/urdf/ur5_robot.urdf",
           "panda_description/urdf/panda.urdf", "so_arm_description/urdf/so100.urdf",
@@ -57,9 +57,7 @@ def mutations(draw):
         st.tuples(st.just("nest"), st.integers(0, 10_000), st.sampled_from((10, 2_000, 200_000))),
         st.tuples(st.just("chain"), st.sampled_from((50, 3_000))),
     )
-    tail = st.one_of(st.none(), st.tuples(st.just("encoding"), st.sampled_from(ENCODINGS)),
-                     st.tuples(st.just("truncate"), st.floats(0.0, 1.0)),
-                     st.tuples(st.just("bytes"), st.integers(0, 10_000), st.binary(min_size=1, max_size=4)))
+    tail = file_tails(ENCODINGS)
     return draw(st.integers(0, len(ROBOTS) - 1)), draw(st.lists(ops, min_size=1, max_size=4)), draw(tail)
 
 
@@ -144,21 +142,7 @@ def _mutate(tree: ET.ElementTree, ops: list, tail) -> bytes:
     if deep and "<robot" in text:
         i = text.index(">", text.index("<robot")) + 1
         text = text[:i] + "<n>" * deep + "</n>" * deep + text[i:]
-    data = text.encode("utf-8")
-    if tail is not None:
-        if tail[0] == "encoding":
-            enc = tail[1]
-            try:
-                body = text.encode(enc) if enc and enc != "x" * 50 and enc != "klingon" else data
-            except (LookupError, UnicodeEncodeError):
-                body = data
-            data = f'<?xml version="1.0" encoding="{enc}"?>\n'.encode("ascii") + body
-        elif tail[0] == "truncate":
-            data = data[:int(len(data) * tail[1])]
-        else:
-            k = tail[1] % max(len(data), 1)
-            data = data[:k] + tail[2] + data[k:]
-    return data
+    return apply_tail(text, tail)
 
 
 def _load(path: Path) -> pbf.ArticulatedBody:
