@@ -215,6 +215,20 @@ class Rollouts:
             return silenced_stdout()
         return contextlib.nullcontext()
 
+    def _explicit_until_failure(self, s: np.ndarray, times: np.ndarray, dt: float):
+        """The steps of a chunk that raised, taken one at a time up to the first that fails (explicit steps are
+        not retried as halves): ``(states, stats of the failed step)``, ``None`` for the stats where none
+        failed."""
+        out = []
+        with self._quiet():
+            for t in times:
+                s_new, st = self._solve(s, float(t), dt)
+                if not st.converged:
+                    return np.asarray(out).reshape(len(out), len(s)), st
+                out.append(s_new)
+                s = s_new
+        return np.asarray(out), None
+
     def _rollout_explicit(self, s: np.ndarray, t0: float, steps: int, progress: bool,
                           test: DivergenceTest) -> Trajectory:
         """Explicit integrators without per-step inputs: many steps per call (``casadi.Function.mapaccum``)."""
@@ -227,13 +241,26 @@ class Rollouts:
             while done < steps:
                 n = min(self.CHUNK, steps - done)
                 times = t0 + (done + np.arange(n)) * dt
-                with self._quiet():
-                    out = np.asarray(self._multi_step(n)(s, times[None, :], dt)).T      # (n, ns)
+                failed = None
+                try:
+                    with self._quiet():
+                        out = np.asarray(self._multi_step(n)(s, times[None, :], dt)).T      # (n, ns)
+                except RuntimeError:        # a step of the chunk raised (its QP failed): find it, one by one,
+                    self._renew_problem()   # from a fresh build (the failed QP's memory fails every hot start)
+                    out, failed = self._explicit_until_failure(s, times, dt)
                 i, why = test.first_bad(out, self._energy_of(out, test))
                 if i is not None:
                     states.append(out[:i])
                     done += i
                     end.diverged(t0 + (done + 1) * dt, why)
+                    break
+                if failed is not None:
+                    states.append(out)
+                    done += len(out)
+                    t_fail = t0 + done * dt
+                    if self.on_failure is FailurePolicy.RAISE:
+                        raise self._failure_error(failed, t_fail, dt)
+                    end.failure = failed.as_dict(t_fail, dt)
                     break
                 states.append(out)
                 s = out[-1]

@@ -637,8 +637,10 @@ def resolve_config(integrator: str, config: StepConfig, forces: Sequence[Any]) -
 
 
 def build_step(model: ArticulatedBody, integrator: str, config: StepConfig,
-               forces: Sequence[Any]) -> StepProblem:
-    """Build (or fetch from ``model.cache``) the step problem of ``integrator``.
+               forces: Sequence[Any], *, fresh: bool = False) -> StepProblem:
+    """Build (or fetch from ``model.cache``) the step problem of ``integrator``; ``fresh``: build it anew and
+    replace the cached one (a step whose graph holds a QP keeps qpOASES's memory in its Functions; after some
+    failed QPs every later hot start fails, and a new build starts cold).
 
     Validates ``config.order`` against the plug-in's ``meta["orders"]`` and every force's forms against
     ``meta["forms"]`` before calling the plug-in's ``build(model, config, forces)``.
@@ -675,7 +677,7 @@ def build_step(model: ArticulatedBody, integrator: str, config: StepConfig,
             raise StepError(f"forward-dynamics plug-in {config.fd!r} does not include joint armature yet, and model "
                             f"{model.name!r} has armature on {', '.join(armed)}; use fd='aba'")
     key = ("step_problem", integrator, config.key(), tuple(force_key(f) for f in forces))
-    cached = model.cache.get(key)
+    cached = None if fresh else model.cache.get(key)
     if cached is not None:
         return cached
     problem = info.build(model, config, tuple(forces))

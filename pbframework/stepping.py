@@ -21,6 +21,14 @@ from .step import StepError, initial_state
 from .verdict import FailurePolicy
 
 
+def evaluation_failure(exc: Exception) -> str:
+    """The reason recorded for a step whose evaluation raised (CasADi's error, e.g. a QP that qpOASES could not
+    solve): its first line that names a Function, else its last line."""
+    lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
+    named = [ln for ln in lines if "for '" in ln]
+    return "evaluation failed: " + (named[-1] if named else lines[-1] if lines else type(exc).__name__)
+
+
 @dataclass
 class StepStats:
     """Statistics of one step (summed over half-step retries; ``depth``, ``grad_norm`` and ``residual``:
@@ -156,12 +164,28 @@ class Stepping:
         nq, nv = self.model.nq, self.model.nv
         p = np.asarray(pb.params(s, t, dt, self.inputs(t, s[:nq], s[nq:nq + nv]))).ravel()
         if not self.implicit:
-            return np.asarray(pb.advance(np.zeros(0), p)).ravel(), StepStats()
+            try:
+                return np.asarray(pb.advance(np.zeros(0), p)).ravel(), StepStats()
+            except RuntimeError as exc:       # a QP inside the step (ne_mdp, ne_dry_friction) that failed
+                self._renew_problem()
+                return np.full(pb.ns, np.nan), StepStats(converged=False, evaluations=1,
+                                                         residual=float("nan"), reason=evaluation_failure(exc))
         x0 = np.asarray(pb.guess(p)).ravel()
         res: SolveResult = self.runner.solve(x0, p) if self.runner is not None else solve_step(self.solver, pb, x0, p)
         s_next = np.asarray(pb.advance(res.x, p)).ravel()
         return s_next, StepStats(res.iterations, res.grad_norm, bool(res.converged), 0, res.evaluations, 0,
                                  res.residual(pb.kind), str(res.reason))
+
+    def _renew_problem(self) -> None:
+        """After a step whose evaluation raised: the step problem built anew (``build_step(fresh=True)``), so
+        that a QP in its graph starts cold instead of hot-starting from qpOASES's failed state, which fails
+        every later call; the compiled multi-step functions of the old one are dropped."""
+        from .step import build_step
+
+        old = id(self.problem)
+        for key in [k for k in self.model.cache if isinstance(k, tuple) and len(k) > 1 and k[1] == old]:
+            del self.model.cache[key]
+        self.problem = build_step(self.model, self.integrator, self.config, self.forces, fresh=True)
 
     def _step(self, s: np.ndarray, t: float, dt: float, depth: int) -> tuple[np.ndarray, StepStats]:
         """Solve one step; where it does not converge, retry it as two half steps, ``max_halvings`` levels

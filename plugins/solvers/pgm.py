@@ -29,7 +29,9 @@ rejection, grow it (``gamma eta``) after an acceptance, both by 1.5, and give up
 Every QP is solved by qpOASES through ``casadi.conic(..., "qpoases")`` (``printLevel "none"``,
 ``error_on_fail`` off: a failed QP is reported as the reason ``"qp: <qpOASES status>"``, not raised). One
 conic Function is kept per problem, so consecutive QPs warm-start from qpOASES's memory; its copyright banner,
-printed when the instance is created, is kept off standard output.
+printed when the instance is created, is kept off standard output. After a failed QP the conic is made anew:
+qpOASES hot-starts from its last solution, and after some failures (a non-finite Hessian, say) every later hot
+start fails with "Unable to perform homotopy as previous QP is not solved".
 """
 
 from __future__ import annotations
@@ -227,6 +229,7 @@ class ProjectedGradient:
             self.qp_solves += 1
             st = qp.stats()
             if not st.get("success", False):
+                self._qp.pop(id(problem), None)   # after some failures every hot start fails: start cold next
                 return result(delta, w, it, False, f"qp: {st.get('return_status', 'failed')}", K, gnorm)
             dw = np.asarray(sol["x"]).ravel()
             if float(np.max(np.abs(dw))) <= 1e-14:
