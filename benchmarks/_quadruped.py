@@ -38,11 +38,13 @@ def robot(name: str):
     raise ValueError(f"unknown robot {name!r} (solo12, spider)")
 
 
-def forces(name: str, model, task: str, offset: float):
+def forces(name: str, model, task: str, offset: float, law: str = "stable_pd"):
+    """Gravity, the tracking PD (``law``: ``stable_pd``, or ``pd`` evaluated where the integrator evaluates its
+    forces) and the wrench-polytope contact."""
     dofs, target = quadruped_targets(model, task)
     kp, kd = GAINS[name]
     return ["gravity",
-            ("stable_pd", {"kp": kp, "kd": kd, "target": target, "dofs": dofs}),
+            (law, {"kp": kp, "kd": kd, "target": target, "dofs": dofs}),
             ("wrench_polytope", {"mu": MU, "offset": offset, **CONTACT[name]})]
 
 

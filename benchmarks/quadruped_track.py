@@ -9,6 +9,9 @@ jump height (mean over jumps of the peak base height above standing) and the wal
 PGM iterations per step and Alg. 2's halvings for the NMDP methods (a run that needs more than
 ``--max-run-seconds`` of wall stops there with status ``timeout`` and is not counted as stable). Then:
 
+* which dt each method and task is stable at; the NE-MDP baselines also run ``--small-dts`` (0.25-3 ms),
+  printed apart and left out of the two summaries below (where both converge, their common answer is the
+  dt -> 0 reference the grid's runs can be read against);
 * **Table I** of seed 001: the standard deviation across dt (stable runs) of walking distance and jump height
   per method;
 * **time to a consistent answer**: the largest dt whose walking distance is within 5% of the method's own
@@ -17,7 +20,8 @@ PGM iterations per step and Alg. 2's halvings for the NMDP methods (a run that n
   step), outer iterations per step and the substep sizes Alg. 2 chose (``dt / 2^depth``, the smallest of each
   step), as summaries and in ``quadruped_track.png``.
 
-Methods: ``ne_mdp`` (integrator ``ne_mdp``), ``ne_nmdp`` / ``ne_zonmdp`` (``ne_nmdp`` with ``pgm`` / ``zopgm``),
+Methods: ``ne_mdp_pd`` (integrator ``ne_mdp`` with the PD torque taken at the step's start, as seed 001's authors'
+C++ runs its NE-MDP baseline), ``ne_mdp`` (the same with Tan et al.'s semi-implicit stable PD), ``ne_nmdp`` / ``ne_zonmdp`` (``ne_nmdp`` with ``pgm`` / ``zopgm``),
 ``pbd_nmdp`` / ``pbd_zonmdp`` (``pbd_nmdp`` with ``pgm`` / ``zopgm``): the NMDP functions as generated C
 (``native``; ``--vm``: the CasADi VM), the PGM loop and its qpOASES QPs in Python (qpOASES is not
 code-generated); wall times are the rollouts alone, the compile is the row's ``build``. ``mujoco`` (MuJoCo's
@@ -57,10 +61,18 @@ from _common import out_path, write_json  # noqa: E402
 
 import pbframework as pbf  # noqa: E402
 
-METHODS = {"ne_mdp": ("ne_mdp", None), "ne_nmdp": ("ne_nmdp", "pgm"), "pbd_nmdp": ("pbd_nmdp", "pgm"),
-           "ne_zonmdp": ("ne_nmdp", "zopgm"), "pbd_zonmdp": ("pbd_nmdp", "zopgm"), "mujoco": (None, None)}
+METHODS = {"ne_mdp_pd": ("ne_mdp", None), "ne_mdp": ("ne_mdp", None), "ne_nmdp": ("ne_nmdp", "pgm"),
+           "pbd_nmdp": ("pbd_nmdp", "pgm"), "ne_zonmdp": ("ne_nmdp", "zopgm"), "pbd_zonmdp": ("pbd_nmdp", "zopgm"),
+           "mujoco": (None, None)}
+LAW = {"ne_mdp_pd": "pd"}
+"""The tracking law where it is not ``stable_pd``: ``ne_mdp_pd`` is NE-MDP as seed 001's authors run it (their
+``MDPSimulator::forwardRK1F`` takes the PD torque at the step's start, ``getCtrl(tau0, qdq)``); ``ne_mdp`` gives
+NE-MDP Tan et al.'s semi-implicit stable PD."""
 DTS = (0.005, 0.007, 0.01, 0.02, 0.03, 0.05)
 ZERO_ORDER_DTS = (0.05,)
+SMALL_DTS = (0.00025, 0.0005, 0.001, 0.002, 0.003)
+"""Below the grid, for the NE-MDP baselines only (cheap): where the explicit-PD baseline is stable and what it
+walks there; these rows are printed apart and not counted in Table I or the consistency test."""
 TILT_LIMIT = 60.0
 
 
@@ -94,7 +106,8 @@ def run_ours(robot: str, method: str, task: str, dt: float, duration: float, nat
     integrator, solver = METHODS[method]
     model, q0, offset = Q.robot(robot)
     kw = {} if solver is None else {"solver": solver, "max_halvings": 10, "solver_options": {"native": native}}
-    sim = pbf.Simulator(model, integrator, dt=dt, forces=Q.forces(robot, model, task, offset),
+    sim = pbf.Simulator(model, integrator, dt=dt, forces=Q.forces(robot, model, task, offset,
+                                                                  LAW.get(method, "stable_pd")),
                         on_failure="stop", **kw)
     t, q, st, status, wall = rollout_pieces(sim, q0, duration, max_wall)
     out = Q.outcomes(model, t, q, q0, task)
@@ -124,7 +137,7 @@ def table_one(rows) -> dict:
     """Seed 001 Table I: std across dt of walking distance / jump height per (robot, method), stable runs."""
     out = {}
     for r in rows:
-        if not r.get("stable"):
+        if not r.get("stable") or r.get("small"):
             continue
         key = (r["robot"], r["method"])
         qty = "walk_x" if r["task"] == "walk" else "jump_height"
@@ -135,13 +148,28 @@ def table_one(rows) -> dict:
 
 def consistent(rows, robot: str, method: str) -> dict | None:
     runs = sorted((r for r in rows if r["robot"] == robot and r["method"] == method and r["task"] == "walk"
-                   and r.get("stable")), key=lambda r: r["dt"])
+                   and r.get("stable") and not r.get("small")), key=lambda r: r["dt"])
     if not runs or runs[0]["dt"] != min(DTS):
         return None
     ref = runs[0]["walk_x"]
     good = [r for r in runs if abs(r["walk_x"] - ref) <= 0.05 * abs(ref)]
     best = max(good, key=lambda r: r["dt"])
     return {"dt": best["dt"], "wall": best["wall"], "walk_x": best["walk_x"], "reference": ref}
+
+
+def against_reference(rows, robot: str) -> dict:
+    """The dt -> 0 answer (the smallest-dt stable run of the explicit-PD NE-MDP baseline, among the small-dt
+    rows) and every stable grid run's walking distance / jump height as a fraction of it."""
+    ref = {}
+    for task, qty in (("walk", "walk_x"), ("jump", "jump_height")):
+        small = sorted((r for r in rows if r["robot"] == robot and r["method"] == "ne_mdp_pd" and r["task"] == task
+                        and r.get("small") and r["stable"]), key=lambda r: r["dt"])
+        if small:
+            ref[task] = {"dt": small[0]["dt"], "value": small[0][qty],
+                         "runs": {f"{r['method']}/{1e3 * r['dt']:g}": r[qty] / small[0][qty]
+                                  for r in rows if r["robot"] == robot and r["task"] == task and r["stable"]
+                                  and not r.get("small") and np.isfinite(r.get(qty, np.nan))}}
+    return ref
 
 
 def summary(values) -> str:
@@ -196,18 +224,20 @@ def main(argv=None) -> int:
                     help="wall seconds after which one run stops (status 'timeout', not counted as stable)")
     ap.add_argument("--vm", action="store_true", help="evaluate the NMDP functions in the CasADi VM, not as "
                                                       "generated C (pgm's native option)")
+    ap.add_argument("--small-dts", nargs="*", type=float, default=list(SMALL_DTS),
+                    help="dts below the grid run for the NE-MDP baselines only (printed apart)")
     ap.add_argument("--quick", action="store_true", help="solo12, 0.4 s, dt 5 and 50 ms, first-order methods, VM")
     args = ap.parse_args(argv)
     if args.quick:
         args.robots, args.duration, args.dts = ["solo12"], 0.4, [0.005, 0.05]
         args.methods = [m for m in args.methods if "zo" not in m]
-        args.vm = True
+        args.vm, args.small_dts = True, []
     DTS = tuple(sorted(args.dts))
     print(f"QUADRUPED-TRACK: {args.duration:g} s per run (seed 001: 10 s), robots {args.robots}, dt {list(DTS)}, "
           f"budget {args.budget:g} s")
     rows, skipped = [], []
     start = time.perf_counter()
-    hdr = f"{'robot':7s} {'task':5s} {'method':11s} {'dt':>6s} {'stable':>6s} {'tilt':>6s} {'walk x':>8s} " \
+    hdr = f"{'robot':7s} {'task':5s} {'method':11s} {'dt ms':>6s} {'stable':>6s} {'tilt':>6s} {'walk x':>8s} " \
           f"{'jump h':>8s} {'wall s':>8s} {'iters':>6s} {'halv':>5s}"
     print(hdr)
     # the zeroth-order variants last: where the budget runs out, it cuts them first
@@ -215,7 +245,8 @@ def main(argv=None) -> int:
     for robot in args.robots:
         for method in methods:
             for task in args.tasks:
-                for dt in DTS:
+                small = sorted(args.small_dts) if method.startswith("ne_mdp") else []
+                for dt in small + list(DTS):
                     if "zo" in method and not args.quick and dt not in ZERO_ORDER_DTS and len(DTS) > 2:
                         continue
                     if time.perf_counter() - start > args.budget:
@@ -227,12 +258,23 @@ def main(argv=None) -> int:
                                               max(args.budget - (time.perf_counter() - start), 1.0)))
                     if r is None:
                         continue
+                    r["small"] = dt in small and dt not in DTS
                     rows.append(r)
-                    print(f"{robot:7s} {task:5s} {method:11s} {dt:6.3f} {str(r['stable']):>6s} "
+                    print(f"{robot:7s} {task:5s} {method:11s} {1e3 * dt:6.2f} {str(r['stable']):>6s} "
                           f"{r['tilt_deg']:6.1f} {r['walk_x']:8.3f} {r.get('jump_height', float('nan')):8.3f} "
                           f"{r['wall']:8.2f} {r.get('iterations', float('nan')):6.1f} {r.get('halvings', 0):5d}",
                           flush=True)
-    print("\nTable I (std across dt of stable runs; n = runs):")
+    print("\nStable or not per method and task (dt in ms; stable: ended ok, finite, tilt < 60 deg):")
+    for robot in args.robots:
+        for method in args.methods:
+            for task in args.tasks:
+                mine = sorted((r for r in rows if (r["robot"], r["method"], r["task"]) == (robot, method, task)),
+                              key=lambda r: r["dt"])
+                if mine:
+                    yes = [f"{1e3 * r['dt']:g}" for r in mine if r["stable"]]
+                    no = [f"{1e3 * r['dt']:g} ({r['status']})" for r in mine if not r["stable"]]
+                    print(f"  {robot}/{method}/{task}: stable at {', '.join(yes) or '-'}; not at {', '.join(no) or '-'}")
+    print("\nTable I (std across the grid's dt of stable runs; n = runs):")
     t1 = table_one(rows)
     for key, d in sorted(t1.items()):
         parts = [f"{q} {('%.3f' % s) if s is not None else '-'} (n={n})" for q, (s, n) in d.items()]
@@ -251,6 +293,16 @@ def main(argv=None) -> int:
         a, b = cons.get(f"{robot}/pbd_nmdp"), cons.get(f"{robot}/mujoco")
         if a and b:
             print(f"  {robot}: PBD-NMDP / MuJoCo wall time at their consistent dt: {a['wall'] / b['wall']:.3g}")
+    print("\nAgainst the dt -> 0 answer (NE-MDP with the PD at the step's start, its smallest stable dt):")
+    refs = {}
+    for robot in args.robots:
+        refs[robot] = against_reference(rows, robot)
+        if not refs[robot]:
+            print(f"  {robot}: no stable small-dt run of ne_mdp_pd")
+        for task, d in refs[robot].items():
+            runs = ", ".join(f"{k} {v:.2f}" for k, v in d["runs"].items())
+            print(f"  {robot}/{task}: {d['value']:.3f} m at {1e3 * d['dt']:g} ms; fraction of it per method/dt ms: "
+                  f"{runs}")
     print("\nFig. 6 at dt = 50 ms:")
     for r in rows:
         if r["dt"] == 0.05 and "outer" in r:
@@ -260,7 +312,7 @@ def main(argv=None) -> int:
     if skipped:
         print(f"\nSkipped (budget of {args.budget:g} s spent): {', '.join(skipped)}")
     path = write_json("quadruped_track.json", {"duration": args.duration, "rows": rows, "table_one": t1,
-                                          "consistent": cons, "skipped": skipped})
+                                          "consistent": cons, "reference": refs, "skipped": skipped})
     png = out_path("quadruped_track.png")
     plot(rows, png)
     print(f"\nwrote {path} and {png}")

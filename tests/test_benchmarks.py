@@ -540,14 +540,20 @@ def test_chain_slope(tmp_path):
 
 
 def test_quadruped_track(tmp_path):
-    """Seed 001's QUADRUPED-TRACK in its quick form (solo12, 0.4 s, dt 5 and 50 ms): every NMDP and NE-MDP run
-    stays upright, the NMDP runs record PGM iterations and Alg. 2 substeps, and the summaries are printed."""
+    """Seed 001's QUADRUPED-TRACK in its quick form (solo12, 0.4 s, dt 5 and 50 ms): every NMDP run and the
+    stable-PD NE-MDP stay upright, NE-MDP with the PD at the step's start (the authors' baseline) does not at
+    50 ms, the NMDP runs record PGM iterations and Alg. 2 substeps, and the summaries are printed."""
     out, text = run_benchmark(tmp_path, "quadruped_track.py", "--quick")
     data = load(out, "quadruped_track")
     rows = data["rows"]
-    ours = [r for r in rows if r["method"] != "mujoco"]
+    ours = [r for r in rows if r["method"] not in ("mujoco", "ne_mdp_pd")]
     assert {r["method"] for r in ours} == {"ne_mdp", "ne_nmdp", "pbd_nmdp"}
     assert {r["task"] for r in ours} == {"walk", "jump"} and {r["dt"] for r in ours} == {0.005, 0.05}
+    explicit = [r for r in rows if r["method"] == "ne_mdp_pd"]
+    assert {(r["task"], r["dt"]) for r in explicit} == {(k, dt) for k in ("walk", "jump") for dt in (0.005, 0.05)}
+    assert not any(r["stable"] for r in explicit if r["dt"] == 0.05)
+    assert "Stable or not per method" in text and "ne_mdp_pd/walk: stable at" in text
+    assert "Against the dt -> 0 answer" in text and data["reference"] == {"solo12": {}}   # --quick: no small dt
     for r in ours:
         assert r["stable"] and r["status"] == "ok" and positive(r["wall"]), r
         assert r["t_end"] == pytest.approx(0.4)
