@@ -428,3 +428,51 @@ def test_a_fixed_tendon_limit_holds_its_length(tmp_path):
     assert "tendon_limits" not in dict(free.default_forces)
     tr = pbf.Simulator(free, "rk4", dt=1e-3).rollout(np.zeros(2), np.zeros(2), duration=1.5)
     assert np.abs(tr.q[:, 0] + 0.5 * tr.q[:, 1]).max() > 0.5
+
+
+GRAVCOMP_TO_ACTUATORS = """<mujoco><option gravity="0.3 -0.2 -9.81"/><worldbody>
+  <body name="base" pos="0 0 0.3"><freejoint name="root"/><geom type="box" size="0.1 0.1 0.05"/>
+    <body name="a" gravcomp="0.7"><joint name="j1" axis="1 0 0" actuatorgravcomp="true" actuatorfrcrange="-0.5 0.5"/>
+      <geom type="capsule" fromto="0 0 0 0 0.3 0" size="0.03"/>
+      <body name="b" pos="0 0.3 0" gravcomp="1"><joint name="j2" axis="0 1 1" stiffness="2"/>
+        <geom type="capsule" fromto="0 0 0 0.3 0 0" size="0.03"/>
+        <body name="c" pos="0.3 0 0" gravcomp="0.5"><joint name="j3" type="slide" axis="0 0.3 1" actuatorgravcomp="true"/>
+          <geom type="sphere" size="0.05"/></body></body></body></body></worldbody>
+  <actuator><motor joint="j2"/><position name="servo" joint="j1" kp="3" kv="0.5"/></actuator></mujoco>"""
+
+
+def test_actuatorgravcomp_moves_gravity_compensation_into_the_clamped_actuator_force(tmp_path, rng):
+    """On joints with actuatorgravcomp MuJoCo adds the gravity compensation to qfrc_actuator, not qfrc_passive,
+    and clamps it with the actuators' force by the joint's actuatorfrcrange (j1 here, with no actuator of its
+    own at the bound); the other joints' share stays passive. Without actuation (nu = 0 or the flag) MuJoCo
+    drops that share, and so does the mapping."""
+    path = write(tmp_path, "gc.xml", GRAVCOMP_TO_ACTUATORS)
+    model = pbf.load_mjcf(path)
+    forces = dict(model.default_forces)
+    assert forces["gravity_compensation"]["joints"] == ["root", "j2"]
+    assert forces["mj_actuators"]["gravcomp"] == {"links": {"a": 0.7, "b": 1.0, "c": 0.5}, "joints": ["j1", "j3"]}
+    (acts,) = forces_of(model, ("mj_actuators",))
+    (passive,) = forces_of(model, ("gravity_compensation",))
+    assert acts.forms == passive.forms == {pbf.ForceForm.GENERALIZED_FORCE}      # no potential: implicit
+    worst = compare(path, rng, states=8)                                          # integrators take the force
+    assert max(worst.values()) <= TOL, worst
+    m = mujoco.MjModel.from_xml_path(str(path))
+    d = mujoco.MjData(m)
+    q, v = random_state(model, rng)
+    d.qpos[:], d.qvel[:] = to_mujoco(model, q, v)
+    d.ctrl[:] = [0.0, 3.0]
+    mujoco.mj_forward(m, d)
+    f = np.asarray(acts.generalized_force(model, q, v, 0.0, u=d.ctrl.copy())).ravel()
+    j1, j3 = model.joint_v_index["j1"].start, model.joint_v_index["j3"].start
+    assert d.qfrc_actuator[m.joint("j1").dofadr[0]] == f[j1] == 0.5                # at the bound
+    assert d.qfrc_gravcomp[m.joint("j3").dofadr[0]] != 0 and f[j3] == pytest.approx(
+        d.qfrc_actuator[m.joint("j3").dofadr[0]], rel=1e-12)
+    off = write(tmp_path, "off.xml", GRAVCOMP_TO_ACTUATORS.replace("<worldbody>", '<option><flag actuation='
+                                                                   '"disable"/></option><worldbody>', 1))
+    assert "mj_actuators" not in dict(pbf.load_mjcf(off).default_forces)
+    worst = compare(off, rng)
+    assert max(worst.values()) <= TOL, worst
+    for integrator, dt in (("rk4", 1e-3), ("pbad", 0.01)):
+        tr = pbf.Simulator(model, integrator, dt=dt, forces=["gravity", pbf.io.actuator_force(model, [0.2, 0.1])]
+                           ).rollout(model.neutral(), np.zeros(model.nv), duration=0.1)
+        assert tr.status.value == "ok" and np.all(np.isfinite(tr.q)), integrator

@@ -29,7 +29,8 @@ Bodies and joints
 Forces (``model.default_forces``; a :class:`~pbframework.simulate.Simulator` adds them to its forces)
 ----------------------------------------------------------------------------------------------------------
 - ``joint_damping`` from ``damping``; ``joint_stiffness`` from ``stiffness`` about ``springref``;
-  ``gravity_compensation`` from ``gravcomp``; ``joint_friction`` from ``frictionloss`` (MuJoCo's dry friction
+  ``gravity_compensation`` from ``gravcomp`` (its share on joints that say ``actuatorgravcomp`` is
+  ``mj_actuators``', clamped with the actuators by ``actuatorfrcrange``, as MuJoCo adds it to ``qfrc_actuator``); ``joint_friction`` from ``frictionloss`` (MuJoCo's dry friction
   is a constraint; here a smooth ``tanh`` regularisation, see :mod:`pbframework.plugins.forces.passive`);
   ``joint_limits`` where a joint is limited and ``tendon_limits`` where a fixed tendon is (``limits=True``;
   MuJoCo's limits are constraints, here a stiff one-sided spring); ``mj_actuators`` from ``<actuator>`` (the control vector, MuJoCo's ``ctrl``, is the
@@ -201,8 +202,6 @@ def _check_supported(c: _Compiled, equality: str) -> None:
         for attr in ("jnt_stiffnesspoly", "jnt_springyield"):
             if hasattr(m, attr) and np.any(np.asarray(getattr(m, attr))[j] != 0):
                 raise c.refuse(f"{where}: attribute {attr[4:]}")
-        if m.jnt_actgravcomp[j]:
-            raise c.refuse(f"{where}: attribute actuatorgravcomp=\"true\"")
         dofs = range(int(m.jnt_dofadr[j]), int(m.jnt_dofadr[j]) + _JOINT_NV[t])
         if t in (mj.mjtJoint.mjJNT_BALL, mj.mjtJoint.mjJNT_FREE):
             if any(m.dof_armature[d] != 0 for d in dofs):
@@ -421,7 +420,7 @@ def load_mjcf(path: str | os.PathLike, *, limits: bool = True, balance_inertia: 
              "upper": float(m.tendon_range[k][1]),
              "joints": _tendon_joints(m, k, dof_coord)} for k in limited]}))
     if m.nu and not off(mj.mjtDisableBit.mjDSBL_ACTUATION):
-        forces.append(("mj_actuators", _actuator_params(c, dof_coord, off)))
+        forces.append(("mj_actuators", _actuator_params(c, dof_coord, off, gravcomp)))
     if equality == "soft" and not off(mj.mjtDisableBit.mjDSBL_EQUALITY) and not off(mj.mjtDisableBit.mjDSBL_CONSTRAINT):
         eqs = _equality_params(c, X, link_of, dof_coord)
         if eqs:
@@ -561,7 +560,9 @@ def _static_geoms(c: _Compiled, b: int, Tb: np.ndarray, obstacles: list, unsuppo
 
 def _passive_forces(c: _Compiled, dof_coord: dict[int, str], gravcomp: dict[str, float], off,
                     quaternions: bool) -> list:
-    """``joint_damping``, ``joint_stiffness``, ``gravity_compensation``, ``joint_friction`` specs."""
+    """``joint_damping``, ``joint_stiffness``, ``gravity_compensation``, ``joint_friction`` specs. Gravity
+    compensation on the joints that say ``actuatorgravcomp`` is ``mj_actuators``' (MuJoCo's
+    ``qfrc_actuator``), not passive."""
     m, mj = c.m, c.mj
     out: list[tuple[str, dict[str, Any]]] = []
     if not off(mj.mjtDisableBit.mjDSBL_DAMPER):
@@ -588,8 +589,10 @@ def _passive_forces(c: _Compiled, dof_coord: dict[int, str], gravcomp: dict[str,
                 "stiffness": [float(m.jnt_stiffness[j]) for j in sprung],
                 "springref": [float(m.qpos_spring[int(m.jnt_qposadr[j])]) for j in sprung],
                 "dofs": [c.joint_names[j] for j in sprung]}))
-    if gravcomp:
-        out.append(("gravity_compensation", {"links": gravcomp}))
+    passive_joints = [c.joint_names[j] for j in range(m.njnt) if not m.jnt_actgravcomp[j]]
+    if gravcomp and passive_joints:
+        out.append(("gravity_compensation", {"links": gravcomp} if len(passive_joints) == m.njnt else
+                    {"links": gravcomp, "joints": passive_joints}))
     if not off(mj.mjtDisableBit.mjDSBL_FRICTIONLOSS) and not off(mj.mjtDisableBit.mjDSBL_CONSTRAINT):
         rubbed = [d for d in range(m.nv) if m.dof_frictionloss[d] != 0]
         if rubbed:
@@ -598,8 +601,9 @@ def _passive_forces(c: _Compiled, dof_coord: dict[int, str], gravcomp: dict[str,
     return out
 
 
-def _actuator_params(c: _Compiled, dof_coord: dict[int, str], off) -> dict[str, Any]:
-    """The ``mj_actuators`` parameters of the compiled model's actuators."""
+def _actuator_params(c: _Compiled, dof_coord: dict[int, str], off, gravcomp: dict[str, float]) -> dict[str, Any]:
+    """The ``mj_actuators`` parameters of the compiled model's actuators (and of the gravity compensation on
+    joints that say ``actuatorgravcomp``, which MuJoCo adds to ``qfrc_actuator``)."""
     m, mj = c.m, c.mj
     acts = []
     clamp_ctrl = not off(mj.mjtDisableBit.mjDSBL_CLAMPCTRL)
@@ -625,7 +629,9 @@ def _actuator_params(c: _Compiled, dof_coord: dict[int, str], off) -> dict[str, 
             "forcerange": [float(v) for v in m.actuator_forcerange[a]] if m.actuator_forcelimited[a] else None})
     joint_range = {c.joint_names[j]: [float(v) for v in m.jnt_actfrcrange[j]]
                    for j in range(m.njnt) if m.jnt_actfrclimited[j] and m.jnt_type[j] >= 2}
-    return {"actuators": acts, "joint_force_range": joint_range}
+    own = [c.joint_names[j] for j in range(m.njnt) if m.jnt_actgravcomp[j]]
+    return {"actuators": acts, "joint_force_range": joint_range,
+            "gravcomp": {"links": gravcomp, "joints": own} if gravcomp and own else None}
 
 
 def mujoco_velocity_map(model: ArticulatedBody, q) -> np.ndarray:

@@ -9,7 +9,9 @@ control clamped to ``ctrlrange``::
     F = (g0 + g1 L + g2 V) c + b0 + b1 L + b2 V          (MuJoCo's affine gain and bias)
     F = clamp(F, forcerange),  tau_{q_i} += gear c_i F
 
-then the total on each coordinate is clamped to its joint's ``actuatorfrcrange``. MJCF's ``motor``
+``gravcomp = {links, joints}`` adds MuJoCo's ``actuatorgravcomp`` share: the ``gravity_compensation`` force
+of ``links`` on the coordinates of ``joints``. Then the total on each coordinate is clamped to its joint's
+``actuatorfrcrange``. MJCF's ``motor``
 (``g = (1, 0, 0)``, ``b = 0``), ``position`` (``g0 = kp``, ``b = (0, -kp, -kv)``), ``velocity``
 (``g0 = kv``, ``b = (0, 0, -kv)``) and ``general`` actuators with ``gaintype`` / ``biastype`` ``fixed`` or
 ``affine`` and no activation dynamics are all of this form; :func:`~pbframework.io.load_mjcf` fills the
@@ -23,8 +25,9 @@ starts from -- and an argument of ``sim.step_function()`` and of the exported C 
 Potential form (for ``pbad``): with the backward-Euler velocity ``V = gear (l_{k+1} - l_k) / dt`` the force
 ``F`` is affine in ``l_{k+1}``, ``F = s(l_{k+1})``, and ``Q = -gear (l_{k+1} - l_k) mean(clamp(s))`` over
 ``[s(l_k), s(l_{k+1})]`` is its exact integral (its gradient in ``q_{k+1}`` is ``-tau``): the actuator is implicit in the step, so a stiff position
-servo stays stable at large steps. A clamp on a joint's total (``joint_force_range``) has no such integral;
-the model then offers the generalised-force form only.
+servo stays stable at large steps. A clamp on a joint's total (``joint_force_range``) and the gravity
+compensation share have no such integral; the model then offers the generalised-force form only, and
+implicit integrators take it as any generalised force.
 """
 
 from __future__ import annotations
@@ -39,6 +42,7 @@ from pbframework.hookspecs import PluginInfo, hookimpl
 from pbframework.model import ArticulatedBody
 
 from ._common import cached_function, resolve_dofs, velocity_indices
+from .passive import GravityCompensation
 
 _KEYS = ("name", "joints", "gear", "gain", "bias", "ctrlrange", "forcerange")
 
@@ -69,6 +73,9 @@ class MjActuators(ForceModel):
             ``ctrlrange`` and ``forcerange`` (``(low, high)`` or ``None``: unclamped).
         joint_force_range: ``{coordinate name: (low, high)}``: clamps on the total actuator force per joint
             (MJCF ``actuatorfrcrange``).
+        gravcomp: ``{"links": {link name: c}, "joints": [joint names]}``: the gravity compensation of those
+            links (as ``gravity_compensation``) on those joints' coordinates, added before the clamps (MJCF
+            ``actuatorgravcomp``); ``None``: none.
         ctrl: the controls: ``None`` (zeros), a constant vector of ``nu`` numbers, or a Python callable
             ``ctrl(t, q, qd) -> nu numbers`` called once per step on the state the step starts from.
     """
@@ -78,6 +85,7 @@ class MjActuators(ForceModel):
 
     def __init__(self, actuators: Sequence[Mapping[str, Any]] = (), *,
                  joint_force_range: Mapping[str, Sequence[float]] | None = None,
+                 gravcomp: Mapping[str, Any] | None = None,
                  ctrl: Sequence[float] | Callable[[float, np.ndarray, np.ndarray], Sequence[float]] | None = None
                  ) -> None:
         who = self.name
@@ -104,6 +112,12 @@ class MjActuators(ForceModel):
                                    "forcerange": _range(where, "forcerange", a["forcerange"])})
         self.joint_force_range = {str(k): _range(f"{who}: joint_force_range[{k!r}]", "the range", v)
                                   for k, v in dict(joint_force_range or {}).items()}
+        if gravcomp is not None and (not isinstance(gravcomp, Mapping) or set(gravcomp) != {"links", "joints"}
+                                     or not gravcomp["joints"]):
+            raise ValueError(f"{who}: gravcomp must be None or {{'links': {{link name: factor}}, 'joints': [joint "
+                             f"names]}}, got {gravcomp!r}")
+        self._gravcomp = None if gravcomp is None else GravityCompensation(gravcomp["links"],
+                                                                           joints=gravcomp["joints"])
         nu = len(self.actuators)
         if ctrl is None:
             self.ctrl: Any = np.zeros(nu)
@@ -115,11 +129,14 @@ class MjActuators(ForceModel):
                 raise ValueError(f"{who}: ctrl must be {nu} finite numbers (one per actuator) or a callable "
                                  f"(t, q, qd) -> ctrl, got {ctrl!r}")
             self.ctrl = c
-        self.forms = frozenset({ForceForm.GENERALIZED_FORCE} if self.joint_force_range else
-                               {ForceForm.GENERALIZED_FORCE, ForceForm.POTENTIAL})
+        integrable = not (self.joint_force_range or self._gravcomp)
+        self.forms = frozenset({ForceForm.GENERALIZED_FORCE, ForceForm.POTENTIAL} if integrable else
+                               {ForceForm.GENERALIZED_FORCE})
 
     def params(self) -> dict[str, Any]:
+        g = self._gravcomp
         return {"actuators": [dict(a) for a in self.actuators], "joint_force_range": dict(self.joint_force_range),
+                "gravcomp": None if g is None else {"links": dict(g.links), "joints": list(g.joints)},
                 "ctrl": self.ctrl if callable(self.ctrl) else self.ctrl.tolist()}
 
     @property
@@ -175,6 +192,9 @@ class MjActuators(ForceModel):
                 F = self._force(a, gear * self._length(mom, qs), gear * self._length(mom, qds, True), c)
                 for _, vi, coef in mom:
                     tau[vi] = tau[vi] + gear * coef * F
+            if self._gravcomp is not None:
+                g = self._gravcomp.generalized_force(model, qs, qds, 0.0)
+                tau = [x + g[i] for i, x in enumerate(tau)]
             for dof, r in self.joint_force_range.items():
                 i = resolve_dofs(self.name, model, (dof,))[0]
                 vi = velocity_indices(self.name, model, [i])[0]
