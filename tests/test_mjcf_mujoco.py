@@ -476,3 +476,42 @@ def test_actuatorgravcomp_moves_gravity_compensation_into_the_clamped_actuator_f
         tr = pbf.Simulator(model, integrator, dt=dt, forces=["gravity", pbf.io.actuator_force(model, [0.2, 0.1])]
                            ).rollout(model.neutral(), np.zeros(model.nv), duration=0.1)
         assert tr.status.value == "ok" and np.all(np.isfinite(tr.q)), integrator
+
+
+SITE_THRUST = """<mujoco><option gravity="0 0 -9.81"/><worldbody>
+  <body name="hull" pos="0 0 1" euler="10 -20 30"><freejoint name="root"/><geom type="box" size="0.2 0.1 0.05"/>
+    <site name="prop" pos="0.15 0.05 0.06" euler="5 10 -15"/>
+    <body name="arm" pos="-0.2 0 0"><joint name="hinge" axis="0 1 0" damping="0.1"/>
+      <geom type="capsule" fromto="0 0 0 -0.3 0 0" size="0.03"/>
+      <site name="nozzle" pos="-0.3 0.02 0" euler="0 90 0"/>
+      <body name="slider" pos="-0.3 0 0"><joint name="slide" type="slide" axis="1 0 0"/>
+        <geom type="sphere" size="0.04"/></body></body></body></worldbody>
+  <actuator>
+    <motor name="thrust" site="prop" gear="0 0 1 0 0 -0.1" ctrlrange="0 5"/>
+    <general name="jet" site="nozzle" gear="0.3 -1 0.2 0.05 0.1 -0.4" gaintype="affine" gainprm="2 0 0.4"
+             biastype="affine" biasprm="0.1 0 -0.7" forcerange="-2 2"/>
+    <motor joint="slide" gear="3"/>
+  </actuator></mujoco>"""
+
+
+def test_site_transmissions_apply_mujocos_wrench_at_the_site(tmp_path, rng):
+    """A motor and a general actuator (affine gain and bias in MuJoCo's V = gear . J v) on sites of a free hull
+    and of an arm: J^T (gear F) to 1e-9 against qfrc_actuator at free-base orientations; no potential form, so
+    pbad takes it as a generalised force. A refsite is refused in one line."""
+    path = write(tmp_path, "thrust.xml", SITE_THRUST)
+    model = pbf.load_mjcf(path)
+    (acts,) = forces_of(model, ("mj_actuators",))
+    assert acts.actuators[0]["site"]["link"] == "hull" and acts.actuators[1]["site"]["link"] == "arm"
+    assert acts.actuators[1]["gear"] == [0.3, -1.0, 0.2, 0.05, 0.1, -0.4]
+    assert acts.forms == {pbf.ForceForm.GENERALIZED_FORCE}
+    worst = compare(path, rng, states=8)
+    assert max(worst.values()) <= TOL and worst["M"] <= TOL, worst
+    q, v = random_state(model, rng)
+    assert np.abs(np.asarray(acts.generalized_force(model, q, v, 0.0, u=[2.0, 1.0, 0.0]))).max() > 0.1
+    for integrator, dt in (("rk4", 1e-3), ("pbad", 0.01)):
+        tr = pbf.Simulator(model, integrator, dt=dt, forces=["gravity", pbf.io.actuator_force(model, [3.0, 0.5, 0.1])]
+                           ).rollout(model.neutral(), np.zeros(model.nv), duration=0.1)
+        assert tr.status.value == "ok" and np.all(np.isfinite(tr.q)), integrator
+    refsite = SITE_THRUST.replace('site="prop" gear', 'site="prop" refsite="nozzle" gear')
+    with pytest.raises(ModelError, match=r"ref.xml: <actuator name='thrust'>: attribute refsite \(a site"):
+        pbf.load_mjcf(write(tmp_path, "ref.xml", refsite))

@@ -43,9 +43,10 @@ Forces (``model.default_forces``; a :class:`~pbframework.simulate.Simulator` add
   :class:`UnsupportedGeoms` warning names them.
 
 ``<equality>`` constraints are refused unless ``equality="disable"`` (module function) leaves them out as
-MuJoCo's ``<flag equality="disable"/>`` does. Whatever else the mapping cannot represent (tendons, actuators with activation dynamics or
-non-joint transmissions, springs on ball / free joints, fluid forces, mocap bodies, ...) is a
-:class:`~pbframework.model.ModelError` at load naming the element, the attribute and the file.
+MuJoCo's ``<flag equality="disable"/>`` does. Whatever else the mapping cannot represent (spatial tendons,
+actuators with activation dynamics, body and slider-crank transmissions, a site transmission with ``refsite``,
+springs on ball / free joints, fluid forces, mocap bodies, ...) is a :class:`~pbframework.model.ModelError` at
+load naming the element, the attribute and the file.
 """
 
 from __future__ import annotations
@@ -213,9 +214,11 @@ def _check_supported(c: _Compiled, equality: str) -> None:
     for a in range(m.nu):
         where = c.element("actuator", a)
         trn = int(m.actuator_trntype[a])
-        if trn not in (mj.mjtTrn.mjTRN_JOINT, mj.mjtTrn.mjTRN_TENDON):
-            raise c.refuse(f"{where}: a {mj.mjtTrn(trn).name.split('_', 1)[1].lower()} transmission (joint and "
-                           f"fixed-tendon transmissions only)")
+        if trn not in (mj.mjtTrn.mjTRN_JOINT, mj.mjtTrn.mjTRN_TENDON, mj.mjtTrn.mjTRN_SITE):
+            raise c.refuse(f"{where}: a {mj.mjtTrn(trn).name.split('_', 1)[1].lower()} transmission (joint, "
+                           f"fixed-tendon and site transmissions only)")
+        if trn == mj.mjtTrn.mjTRN_SITE and int(m.actuator_trnid[a, 1]) >= 0:
+            raise c.refuse(f"{where}: attribute refsite (a site transmission relative to a reference site)")
         j = int(m.actuator_trnid[a, 0])
         if trn == mj.mjtTrn.mjTRN_JOINT and int(m.jnt_type[j]) not in (mj.mjtJoint.mjJNT_HINGE,
                                                                         mj.mjtJoint.mjJNT_SLIDE):
@@ -420,7 +423,7 @@ def load_mjcf(path: str | os.PathLike, *, limits: bool = True, balance_inertia: 
              "upper": float(m.tendon_range[k][1]),
              "joints": _tendon_joints(m, k, dof_coord)} for k in limited]}))
     if m.nu and not off(mj.mjtDisableBit.mjDSBL_ACTUATION):
-        forces.append(("mj_actuators", _actuator_params(c, dof_coord, off, gravcomp)))
+        forces.append(("mj_actuators", _actuator_params(c, dof_coord, off, gravcomp, X, link_of)))
     if equality == "soft" and not off(mj.mjtDisableBit.mjDSBL_EQUALITY) and not off(mj.mjtDisableBit.mjDSBL_CONSTRAINT):
         eqs = _equality_params(c, X, link_of, dof_coord)
         if eqs:
@@ -601,7 +604,8 @@ def _passive_forces(c: _Compiled, dof_coord: dict[int, str], gravcomp: dict[str,
     return out
 
 
-def _actuator_params(c: _Compiled, dof_coord: dict[int, str], off, gravcomp: dict[str, float]) -> dict[str, Any]:
+def _actuator_params(c: _Compiled, dof_coord: dict[int, str], off, gravcomp: dict[str, float],
+                     X: dict[int, np.ndarray], link_of: dict[int, str]) -> dict[str, Any]:
     """The ``mj_actuators`` parameters of the compiled model's actuators (and of the gravity compensation on
     joints that say ``actuatorgravcomp``, which MuJoCo adds to ``qfrc_actuator``)."""
     m, mj = c.m, c.mj
@@ -609,10 +613,16 @@ def _actuator_params(c: _Compiled, dof_coord: dict[int, str], off, gravcomp: dic
     clamp_ctrl = not off(mj.mjtDisableBit.mjDSBL_CLAMPCTRL)
     for a in range(m.nu):
         j = int(m.actuator_trnid[a, 0])
-        if int(m.actuator_trntype[a]) == mj.mjtTrn.mjTRN_JOINT:
-            joints = {dof_coord[int(m.jnt_dofadr[j])]: 1.0}
+        trn = int(m.actuator_trntype[a])
+        if trn == mj.mjtTrn.mjTRN_SITE:         # the site's pose in its link's frame; gear: a wrench
+            b = int(m.site_bodyid[j])
+            frame = X[b] @ _pose(m.site_pos[j], m.site_quat[j])
+            transmission = {"site": {"link": link_of[b], "frame": frame.tolist()},
+                            "gear": [float(x) for x in m.actuator_gear[a]]}
+        elif trn == mj.mjtTrn.mjTRN_JOINT:
+            transmission = {"joints": {dof_coord[int(m.jnt_dofadr[j])]: 1.0}, "gear": float(m.actuator_gear[a, 0])}
         else:                                   # a fixed tendon: length = sum coef q
-            joints = _tendon_joints(m, j, dof_coord)
+            transmission = {"joints": _tendon_joints(m, j, dof_coord), "gear": float(m.actuator_gear[a, 0])}
         gain = np.zeros(3)
         gain[0] = m.actuator_gainprm[a, 0]
         if int(m.actuator_gaintype[a]) == mj.mjtGain.mjGAIN_AFFINE:
@@ -621,8 +631,7 @@ def _actuator_params(c: _Compiled, dof_coord: dict[int, str], off, gravcomp: dic
             np.array(m.actuator_biasprm[a, :3], float)
         acts.append({
             "name": m.actuator(a).name or f"actuator{a}",
-            "joints": joints,
-            "gear": float(m.actuator_gear[a, 0]),
+            **transmission,
             "gain": gain.tolist(), "bias": bias.tolist(),
             "ctrlrange": [float(v) for v in m.actuator_ctrlrange[a]] if (m.actuator_ctrllimited[a] and clamp_ctrl)
             else None,

@@ -1,4 +1,4 @@
-"""MuJoCo actuators on joints (issue 25): the control vector ``ctrl`` is the step's input ``u``.
+"""MuJoCo actuators on joints and sites (issue 25): the control vector ``ctrl`` is the step's input ``u``.
 
 One force model holds all of a model's actuators, in MuJoCo's order. Actuator ``a`` acts through its
 ``gear`` on a length ``l = sum_i c_i q_i`` of hinge and slide coordinates (``joints = {q_i: c_i}``: one
@@ -8,6 +8,11 @@ control clamped to ``ctrlrange``::
 
     F = (g0 + g1 L + g2 V) c + b0 + b1 L + b2 V          (MuJoCo's affine gain and bias)
     F = clamp(F, forcerange),  tau_{q_i} += gear c_i F
+
+A site transmission (``site = {link, frame}``, ``gear`` six numbers) applies the wrench ``gear[0:3] F``
+(force) and ``gear[3:6] F`` (torque), in the site's frame, at the site: ``tau += J^T gear F`` with ``J`` the
+site's Jacobian in its own frame (``6 x nv``); MuJoCo's length of such an actuator is ``L = 0`` and its
+velocity ``V = gear . J v``.
 
 ``gravcomp = {links, joints}`` adds MuJoCo's ``actuatorgravcomp`` share: the ``gravity_compensation`` force
 of ``links`` on the coordinates of ``joints``. Then the total on each coordinate is clamped to its joint's
@@ -25,9 +30,9 @@ starts from -- and an argument of ``sim.step_function()`` and of the exported C 
 Potential form (for ``pbad``): with the backward-Euler velocity ``V = gear (l_{k+1} - l_k) / dt`` the force
 ``F`` is affine in ``l_{k+1}``, ``F = s(l_{k+1})``, and ``Q = -gear (l_{k+1} - l_k) mean(clamp(s))`` over
 ``[s(l_k), s(l_{k+1})]`` is its exact integral (its gradient in ``q_{k+1}`` is ``-tau``): the actuator is implicit in the step, so a stiff position
-servo stays stable at large steps. A clamp on a joint's total (``joint_force_range``) and the gravity
-compensation share have no such integral; the model then offers the generalised-force form only, and
-implicit integrators take it as any generalised force.
+servo stays stable at large steps. A clamp on a joint's total (``joint_force_range``), the gravity
+compensation share and a site's wrench (a follower load, not a gradient) have no such integral; the model
+then offers the generalised-force form only, and implicit integrators take it as any generalised force.
 """
 
 from __future__ import annotations
@@ -39,12 +44,15 @@ import numpy as np
 
 from pbframework.forces import ForceForm, ForceModel
 from pbframework.hookspecs import PluginInfo, hookimpl
-from pbframework.model import ArticulatedBody
+from pbframework.kinematics import link_poses
+from pbframework.lie import q_integrate
+from pbframework.model import WORLD, ArticulatedBody
 
 from ._common import cached_function, resolve_dofs, velocity_indices
 from .passive import GravityCompensation
 
 _KEYS = ("name", "joints", "gear", "gain", "bias", "ctrlrange", "forcerange")
+_SITE_KEYS = ("name", "site", "gear", "gain", "bias", "ctrlrange", "forcerange")
 
 
 def _range(who: str, what: str, r: Any) -> tuple[float, float] | None:
@@ -64,13 +72,14 @@ def _clamp(x, r):
 
 
 class MjActuators(ForceModel):
-    """MuJoCo's joint actuators (module docstring).
+    """MuJoCo's joint, fixed-tendon and site actuators (module docstring).
 
     Args:
-        actuators: one mapping per actuator with ``name``, ``joints`` (``{hinge or slide coordinate name:
-            coefficient}``),
-            ``gear`` (a number), ``gain`` and ``bias`` (three numbers each: ``g0 g1 g2``, ``b0 b1 b2``),
-            ``ctrlrange`` and ``forcerange`` (``(low, high)`` or ``None``: unclamped).
+        actuators: one mapping per actuator with ``name``, its transmission -- ``joints`` (``{hinge or slide
+            coordinate name: coefficient}``) with ``gear`` a number, or ``site`` (``{"link": name, "frame":
+            4 x 4 pose of the site in the link's frame}``) with ``gear`` six numbers --, ``gain`` and ``bias``
+            (three numbers each: ``g0 g1 g2``, ``b0 b1 b2``), ``ctrlrange`` and ``forcerange`` (``(low, high)``
+            or ``None``: unclamped).
         joint_force_range: ``{coordinate name: (low, high)}``: clamps on the total actuator force per joint
             (MJCF ``actuatorfrcrange``).
         gravcomp: ``{"links": {link name: c}, "joints": [joint names]}``: the gravity compensation of those
@@ -93,23 +102,29 @@ class MjActuators(ForceModel):
             raise ValueError(f"{who}: actuators must be a non-empty list of mappings, got {actuators!r}")
         self.actuators: list[dict[str, Any]] = []
         for k, a in enumerate(actuators):
-            if not isinstance(a, Mapping) or set(a) != set(_KEYS):
-                raise ValueError(f"{who}: actuator {k} must be a mapping with exactly the keys {list(_KEYS)}, got "
-                                 f"{a!r}")
+            if not isinstance(a, Mapping) or set(a) not in (set(_KEYS), set(_SITE_KEYS)):
+                raise ValueError(f"{who}: actuator {k} must be a mapping with exactly the keys {list(_KEYS)} (or "
+                                 f"'site' for 'joints'), got {a!r}")
             where = f"{who}: actuator {a['name']!r}"
-            gear = float(a["gear"])
             gain, bias = np.asarray(a["gain"], float).reshape(-1), np.asarray(a["bias"], float).reshape(-1)
-            if gain.shape != (3,) or bias.shape != (3,) or not np.all(np.isfinite(np.r_[gain, bias, gear])):
-                raise ValueError(f"{where}: gear must be a finite number, gain and bias three finite numbers each")
-            joints = a["joints"]
-            if (not isinstance(joints, Mapping) or not joints or not all(isinstance(k, str) for k in joints)
-                    or not all(np.isfinite(float(v)) for v in joints.values())):
-                raise ValueError(f"{where}: joints must be a non-empty mapping {{coordinate name: finite "
-                                 f"coefficient}}, got {joints!r}")
-            self.actuators.append({"name": str(a["name"]), "joints": {str(k): float(v) for k, v in joints.items()},
-                                   "gear": gear, "gain": gain.tolist(),
-                                   "bias": bias.tolist(), "ctrlrange": _range(where, "ctrlrange", a["ctrlrange"]),
-                                   "forcerange": _range(where, "forcerange", a["forcerange"])})
+            gear = np.asarray(a["gear"], float).reshape(-1)
+            if gain.shape != (3,) or bias.shape != (3,) or gear.shape != ((6,) if "site" in a else (1,)) \
+                    or not np.all(np.isfinite(np.r_[gain, bias, gear])):
+                raise ValueError(f"{where}: gear must be {'six finite numbers' if 'site' in a else 'a finite number'}"
+                                 f", gain and bias three finite numbers each")
+            entry = {"name": str(a["name"]), "gain": gain.tolist(), "bias": bias.tolist(),
+                     "ctrlrange": _range(where, "ctrlrange", a["ctrlrange"]),
+                     "forcerange": _range(where, "forcerange", a["forcerange"])}
+            if "site" in a:
+                entry.update(site=_site(where, a["site"]), gear=gear.tolist())
+            else:
+                joints = a["joints"]
+                if (not isinstance(joints, Mapping) or not joints or not all(isinstance(k, str) for k in joints)
+                        or not all(np.isfinite(float(v)) for v in joints.values())):
+                    raise ValueError(f"{where}: joints must be a non-empty mapping {{coordinate name: finite "
+                                     f"coefficient}}, got {joints!r}")
+                entry.update(joints={str(k): float(v) for k, v in joints.items()}, gear=float(gear[0]))
+            self.actuators.append(entry)
         self.joint_force_range = {str(k): _range(f"{who}: joint_force_range[{k!r}]", "the range", v)
                                   for k, v in dict(joint_force_range or {}).items()}
         if gravcomp is not None and (not isinstance(gravcomp, Mapping) or set(gravcomp) != {"links", "joints"}
@@ -129,7 +144,7 @@ class MjActuators(ForceModel):
                 raise ValueError(f"{who}: ctrl must be {nu} finite numbers (one per actuator) or a callable "
                                  f"(t, q, qd) -> ctrl, got {ctrl!r}")
             self.ctrl = c
-        integrable = not (self.joint_force_range or self._gravcomp)
+        integrable = not (self.joint_force_range or self._gravcomp or any("site" in a for a in self.actuators))
         self.forms = frozenset({ForceForm.GENERALIZED_FORCE, ForceForm.POTENTIAL} if integrable else
                                {ForceForm.GENERALIZED_FORCE})
 
@@ -162,9 +177,13 @@ class MjActuators(ForceModel):
 
     # -- set-up ----------------------------------------------------------------------------------------------
     def _moments(self, model: ArticulatedBody) -> list[list[tuple[int, int, float]]]:
-        """Per actuator: ``(index into q, index into v, coefficient)`` of each coordinate of its length."""
+        """Per joint or tendon actuator: ``(index into q, index into v, coefficient)`` of each coordinate of its
+        length (an empty list for a site actuator)."""
         out = []
         for a in self.actuators:
+            if "site" in a:
+                out.append([])
+                continue
             idx = resolve_dofs(self.name, model, tuple(a["joints"]))
             vidx = velocity_indices(self.name, model, idx)
             out.append([(i, vi, c) for i, vi, c in zip(idx, vidx, a["joints"].values())])
@@ -189,6 +208,11 @@ class MjActuators(ForceModel):
             tau = [ca.SX(0)] * model.nv
             for k, (a, mom) in enumerate(zip(self.actuators, self._moments(model))):
                 c, gear = _clamp(us[k], a["ctrlrange"]), a["gear"]
+                if "site" in a:          # length 0, velocity gear . J v; the wrench J^T gear F
+                    moment = site_moment(model, a["site"], a["gear"], qs)
+                    F = self._force(a, 0.0, ca.dot(moment, qds), c)
+                    tau = [x + moment[i] * F for i, x in enumerate(tau)]
+                    continue
                 F = self._force(a, gear * self._length(mom, qs), gear * self._length(mom, qds, True), c)
                 for _, vi, coef in mom:
                     tau[vi] = tau[vi] + gear * coef * F
@@ -232,6 +256,44 @@ class MjActuators(ForceModel):
         return u
 
 
+def _site(where: str, site: Any) -> dict[str, Any]:
+    """A site transmission's ``{"link": name, "frame": 4 x 4}``, checked."""
+    try:
+        frame = np.asarray(site["frame"], float)
+        link = site["link"]
+    except (TypeError, KeyError, ValueError):
+        frame, link = None, None
+    if (not isinstance(site, Mapping) or set(site) != {"link", "frame"} or not isinstance(link, str)
+            or frame is None or frame.shape != (4, 4) or not np.all(np.isfinite(frame))):
+        raise ValueError(f"{where}: site must be {{'link': link name, 'frame': the site's 4 x 4 pose in the link's "
+                         f"frame}}, got {site!r}")
+    return {"link": link, "frame": frame.tolist()}
+
+
+def site_moment(model: ArticulatedBody, site: Mapping[str, Any], gear: Sequence[float], q):
+    """``J^T gear`` (``nv`` entries) at ``q``: ``J`` maps ``v`` to the site's twist in its own frame (the linear
+    velocity of its origin, then its angular velocity). It is the gradient in the tangent displacement ``e`` of
+    ``l(e) = gear[0:3] . R0^T (p(q + e) - p0) + gear[3:6] . vee(skew part of R0^T R(q + e))`` at ``e = 0``,
+    ``(R0, p0)`` the site's pose at ``q`` -- MuJoCo's ``actuator_moment`` of a site transmission."""
+    names = [x.name for x in model.links]
+    if site["link"] == WORLD:
+        return ca.SX.zeros(model.nv)
+    if site["link"] not in names:
+        raise ValueError(f"mj_actuators: model {model.name!r} has no link {site['link']!r} (a site's link)")
+    e = ca.SX.sym("e", model.nv)
+    qe = q_integrate(model)(q, e) if model.on_group else q + e
+    R, p = link_poses(model, qe)[names.index(site["link"])]
+    F = ca.DM(site["frame"])
+    Rs, ps = ca.mtimes(R, F[:3, :3]), p + ca.mtimes(R, F[:3, 3])
+    zero = ca.DM.zeros(model.nv)
+    R0, p0 = ca.substitute(Rs, e, zero), ca.substitute(ps, e, zero)
+    lin, A = ca.mtimes(R0.T, ps - p0), ca.mtimes(R0.T, Rs)
+    ang = 0.5 * ca.vertcat(A[2, 1] - A[1, 2], A[0, 2] - A[2, 0], A[1, 0] - A[0, 1])
+    g = ca.DM(list(gear))
+    length = ca.dot(g[:3], lin) + ca.dot(g[3:], ang)
+    return ca.substitute(ca.gradient(length, e), e, zero)
+
+
 def _mean_clamp(s0, s1, r):
     """The mean of ``clamp(s, r)`` over ``s`` between ``s0`` and ``s1`` (``clamp(s1)`` where they coincide)."""
     if r is None:
@@ -248,5 +310,5 @@ def _mean_clamp(s0, s1, r):
 
 @hookimpl
 def pbf_force_models():
-    return [PluginInfo("mj_actuators", "MuJoCo joint actuators (motor, position, velocity, general affine) driven by "
-                       "ctrl, the step's input u", MjActuators)]
+    return [PluginInfo("mj_actuators", "MuJoCo actuators (motor, position, velocity, general affine; joint, "
+                       "fixed-tendon and site transmissions) driven by ctrl, the step's input u", MjActuators)]
