@@ -706,10 +706,6 @@ MJCF_ERRORS = [   # MuJoCo's compiler reads the file: its messages, after the fi
                                        'coef="1"/></fixed></tendon>'), ["<tendon name='t'>", "attribute stiffness"]),
     ("actuator-dynamics", ('</worldbody>', '</worldbody><actuator><general joint="hip" dyntype="filter"/></actuator>'),
      ["actuator", "dyntype='filter'", "activation state"]),
-    ("site-refsite", ('<inertial pos="0 0 0" mass="2"', '<site name="s"/><inertial pos="0 0 0" mass="2"',
-                      '</worldbody>', '<site name="r" pos="0 0 1"/></worldbody><actuator><motor site="s" refsite="r" '
-                      'gear="1 0 0 0 0 0"/></actuator>'),
-     ["actuator", "attribute refsite"]),
     ("body-transmission", ('</worldbody>', '</worldbody><actuator><adhesion body="leg" ctrlrange="0 1"/></actuator>'),
      ["actuator", "body transmission"]),
     ("fluid", ('<compiler angle="radian"/>', '<compiler angle="radian"/><option density="1.2"/>'),

@@ -16,6 +16,7 @@ from pbframework import dynamics
 from pbframework.forces import force_model
 from pbframework.io.mjcf import to_mujoco
 from pbframework.model import ModelError
+from pbframework.plugins.forces.actuators import site_transmission
 
 mujoco = pytest.importorskip("mujoco")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
@@ -497,7 +498,7 @@ SITE_THRUST = """<mujoco><option gravity="0 0 -9.81"/><worldbody>
 def test_site_transmissions_apply_mujocos_wrench_at_the_site(tmp_path, rng):
     """A motor and a general actuator (affine gain and bias in MuJoCo's V = gear . J v) on sites of a free hull
     and of an arm: J^T (gear F) to 1e-9 against qfrc_actuator at free-base orientations; no potential form, so
-    pbad takes it as a generalised force. A refsite is refused in one line."""
+    pbad takes it as a generalised force."""
     path = write(tmp_path, "thrust.xml", SITE_THRUST)
     model = pbf.load_mjcf(path)
     (acts,) = forces_of(model, ("mj_actuators",))
@@ -512,6 +513,50 @@ def test_site_transmissions_apply_mujocos_wrench_at_the_site(tmp_path, rng):
         tr = pbf.Simulator(model, integrator, dt=dt, forces=["gravity", pbf.io.actuator_force(model, [3.0, 0.5, 0.1])]
                            ).rollout(model.neutral(), np.zeros(model.nv), duration=0.1)
         assert tr.status.value == "ok" and np.all(np.isfinite(tr.q)), integrator
-    refsite = SITE_THRUST.replace('site="prop" gear', 'site="prop" refsite="nozzle" gear')
-    with pytest.raises(ModelError, match=r"ref.xml: <actuator name='thrust'>: attribute refsite \(a site"):
-        pbf.load_mjcf(write(tmp_path, "ref.xml", refsite))
+
+
+REFSITE = """<mujoco><worldbody>
+  <site name="w" pos="0.3 0.2 0.1" euler="5 5 5"/>
+  <body name="base" pos="0 0 0.3" euler="10 -20 30"><freejoint name="root"/><geom type="box" size="0.1 0.1 0.05"/>
+    <body name="a" euler="10 20 30"><joint name="j1" axis="1 0 0"/><geom type="capsule" fromto="0 0 0 0 0.3 0" size="0.03"/>
+      <site name="r" pos="0.05 0.1 0.02" euler="30 -10 50"/>
+      <body name="b" pos="0 0.3 0"><joint name="j2" type="ball"/><geom type="capsule" fromto="0 0 0 0.3 0 0" size="0.03"/>
+        <body name="c" pos="0.3 0 0"><joint name="j3" type="slide" axis="0 0.3 1"/><geom type="sphere" size="0.05"/>
+          <site name="s" pos="0.02 0.01 0.05" euler="10 20 30"/></body></body></body>
+    <body name="d" pos="0 -0.2 0"><joint name="j4" axis="0 1 0"/><geom type="sphere" size="0.05"/>
+      <site name="t" pos="0.1 0 0"/></body>
+  </body></worldbody>
+  <actuator>
+    <general site="s" refsite="r" gear="0.3 -1 0.2 0.5 0.7 -0.4" gaintype="affine" gainprm="1 0.5 0.2"
+             biastype="affine" biasprm="0.2 -3 -0.5"/>
+    <position site="t" refsite="s" gear="1 0.5 0 0 0 0.3" kp="4" kv="0.3"/>
+    <motor site="s" refsite="w" gear="0 0 0 1 0 0"/>
+    <motor site="t" refsite="w" gear="1 0 0 0 0 0"/>
+  </actuator></mujoco>"""
+
+
+def test_site_transmissions_with_a_refsite_are_mujocos_length_and_moment(tmp_path, rng):
+    """With a refsite the length is the site's position and rotation vector in the reference frame (affine
+    gains and a position servo read it) and the moment MuJoCo's (J_s - J_r)^T R_r gear, zero on the joints
+    that move both sites (the free base here, for t and s): to 1e-9 against qfrc_actuator, a reference site
+    on the world too."""
+    path = write(tmp_path, "refsite.xml", REFSITE)
+    model = pbf.load_mjcf(path)
+    (acts,) = forces_of(model, ("mj_actuators",))
+    assert [a["refsite"]["link"] for a in acts.actuators] == ["a", "c", "world", "world"]
+    worst = compare(path, rng, states=10)
+    assert max(worst.values()) <= TOL, worst
+    m = mujoco.MjModel.from_xml_path(str(path))
+    d = mujoco.MjData(m)
+    q, v = random_state(model, rng)
+    d.qpos[:], d.qvel[:] = to_mujoco(model, q, v)
+    mujoco.mj_forward(m, d)
+    moment = np.zeros((m.nu, m.nv))
+    mujoco.mju_sparse2dense(moment, d.actuator_moment, d.moment_rownnz, d.moment_rowadr, d.moment_colind)
+    T = pbf.io.mjcf.mujoco_velocity_map(model, q)
+    qs = casadi_sym(model)
+    for k, a in enumerate(acts.actuators):                  # MuJoCo's actuator_length and actuator_moment
+        length, mom = site_transmission(model, a["site"], a["refsite"], a["gear"], qs)
+        ours = np.asarray(casadi_function(qs, length)(q)).ravel()[0]
+        assert ours == pytest.approx(d.actuator_length[k], abs=1e-12) and abs(ours) > 0.01
+        np.testing.assert_allclose(np.asarray(casadi_function(qs, mom)(q)).ravel(), T.T @ moment[k], atol=1e-12)

@@ -44,7 +44,7 @@ Forces (``model.default_forces``; a :class:`~pbframework.simulate.Simulator` add
 
 ``<equality>`` constraints are refused unless ``equality="disable"`` (module function) leaves them out as
 MuJoCo's ``<flag equality="disable"/>`` does. Whatever else the mapping cannot represent (spatial tendons,
-actuators with activation dynamics, body and slider-crank transmissions, a site transmission with ``refsite``,
+actuators with activation dynamics, body and slider-crank transmissions,
 springs on ball / free joints, fluid forces, mocap bodies, ...) is a :class:`~pbframework.model.ModelError` at
 load naming the element, the attribute and the file.
 """
@@ -217,8 +217,6 @@ def _check_supported(c: _Compiled, equality: str) -> None:
         if trn not in (mj.mjtTrn.mjTRN_JOINT, mj.mjtTrn.mjTRN_TENDON, mj.mjtTrn.mjTRN_SITE):
             raise c.refuse(f"{where}: a {mj.mjtTrn(trn).name.split('_', 1)[1].lower()} transmission (joint, "
                            f"fixed-tendon and site transmissions only)")
-        if trn == mj.mjtTrn.mjTRN_SITE and int(m.actuator_trnid[a, 1]) >= 0:
-            raise c.refuse(f"{where}: attribute refsite (a site transmission relative to a reference site)")
         j = int(m.actuator_trnid[a, 0])
         if trn == mj.mjtTrn.mjTRN_JOINT and int(m.jnt_type[j]) not in (mj.mjtJoint.mjJNT_HINGE,
                                                                         mj.mjtJoint.mjJNT_SLIDE):
@@ -614,10 +612,10 @@ def _actuator_params(c: _Compiled, dof_coord: dict[int, str], off, gravcomp: dic
     for a in range(m.nu):
         j = int(m.actuator_trnid[a, 0])
         trn = int(m.actuator_trntype[a])
-        if trn == mj.mjtTrn.mjTRN_SITE:         # the site's pose in its link's frame; gear: a wrench
-            b = int(m.site_bodyid[j])
-            frame = X[b] @ _pose(m.site_pos[j], m.site_quat[j])
-            transmission = {"site": {"link": link_of[b], "frame": frame.tolist()},
+        if trn == mj.mjtTrn.mjTRN_SITE:         # gear: a wrench
+            ref = int(m.actuator_trnid[a, 1])
+            transmission = {"site": _site_frame(m, j, X, link_of),
+                            "refsite": None if ref < 0 else _site_frame(m, ref, X, link_of),
                             "gear": [float(x) for x in m.actuator_gear[a]]}
         elif trn == mj.mjtTrn.mjTRN_JOINT:
             transmission = {"joints": {dof_coord[int(m.jnt_dofadr[j])]: 1.0}, "gear": float(m.actuator_gear[a, 0])}
@@ -641,6 +639,12 @@ def _actuator_params(c: _Compiled, dof_coord: dict[int, str], off, gravcomp: dic
     own = [c.joint_names[j] for j in range(m.njnt) if m.jnt_actgravcomp[j]]
     return {"actuators": acts, "joint_force_range": joint_range,
             "gravcomp": {"links": gravcomp, "joints": own} if gravcomp and own else None}
+
+
+def _site_frame(m, k: int, X: dict[int, np.ndarray], link_of: dict[int, str]) -> dict[str, Any]:
+    """Site ``k`` as ``{"link": the link that carries it, "frame": its 4 x 4 pose in that link's frame}``."""
+    b = int(m.site_bodyid[k])
+    return {"link": link_of[b], "frame": (X[b] @ _pose(m.site_pos[k], m.site_quat[k])).tolist()}
 
 
 def mujoco_velocity_map(model: ArticulatedBody, q) -> np.ndarray:

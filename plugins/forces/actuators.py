@@ -12,7 +12,9 @@ control clamped to ``ctrlrange``::
 A site transmission (``site = {link, frame}``, ``gear`` six numbers) applies the wrench ``gear[0:3] F``
 (force) and ``gear[3:6] F`` (torque), in the site's frame, at the site: ``tau += J^T gear F`` with ``J`` the
 site's Jacobian in its own frame (``6 x nv``); MuJoCo's length of such an actuator is ``L = 0`` and its
-velocity ``V = gear . J v``.
+velocity ``V = gear . J v``. With a reference site (``refsite``) the length is the site's position and
+rotation vector relative to the reference, in the reference's frame, dotted with ``gear``, and the moment
+MuJoCo's (:func:`site_transmission`).
 
 ``gravcomp = {links, joints}`` adds MuJoCo's ``actuatorgravcomp`` share: the ``gravity_compensation`` force
 of ``links`` on the coordinates of ``joints``. Then the total on each coordinate is clamped to its joint's
@@ -52,7 +54,7 @@ from ._common import cached_function, resolve_dofs, velocity_indices
 from .passive import GravityCompensation
 
 _KEYS = ("name", "joints", "gear", "gain", "bias", "ctrlrange", "forcerange")
-_SITE_KEYS = ("name", "site", "gear", "gain", "bias", "ctrlrange", "forcerange")
+_SITE_KEYS = ("name", "site", "refsite", "gear", "gain", "bias", "ctrlrange", "forcerange")
 
 
 def _range(who: str, what: str, r: Any) -> tuple[float, float] | None:
@@ -76,8 +78,9 @@ class MjActuators(ForceModel):
 
     Args:
         actuators: one mapping per actuator with ``name``, its transmission -- ``joints`` (``{hinge or slide
-            coordinate name: coefficient}``) with ``gear`` a number, or ``site`` (``{"link": name, "frame":
-            4 x 4 pose of the site in the link's frame}``) with ``gear`` six numbers --, ``gain`` and ``bias``
+            coordinate name: coefficient}``) with ``gear`` a number, or ``site`` and ``refsite`` (``{"link":
+            name, "frame": 4 x 4 pose of the site in the link's frame}``; ``refsite`` may be ``None``) with
+            ``gear`` six numbers --, ``gain`` and ``bias``
             (three numbers each: ``g0 g1 g2``, ``b0 b1 b2``), ``ctrlrange`` and ``forcerange`` (``(low, high)``
             or ``None``: unclamped).
         joint_force_range: ``{coordinate name: (low, high)}``: clamps on the total actuator force per joint
@@ -104,7 +107,7 @@ class MjActuators(ForceModel):
         for k, a in enumerate(actuators):
             if not isinstance(a, Mapping) or set(a) not in (set(_KEYS), set(_SITE_KEYS)):
                 raise ValueError(f"{who}: actuator {k} must be a mapping with exactly the keys {list(_KEYS)} (or "
-                                 f"'site' for 'joints'), got {a!r}")
+                                 f"'site' and 'refsite' for 'joints'), got {a!r}")
             where = f"{who}: actuator {a['name']!r}"
             gain, bias = np.asarray(a["gain"], float).reshape(-1), np.asarray(a["bias"], float).reshape(-1)
             gear = np.asarray(a["gear"], float).reshape(-1)
@@ -116,7 +119,8 @@ class MjActuators(ForceModel):
                      "ctrlrange": _range(where, "ctrlrange", a["ctrlrange"]),
                      "forcerange": _range(where, "forcerange", a["forcerange"])}
             if "site" in a:
-                entry.update(site=_site(where, a["site"]), gear=gear.tolist())
+                entry.update(site=_site(where, "site", a["site"]), gear=gear.tolist(),
+                             refsite=None if a["refsite"] is None else _site(where, "refsite", a["refsite"]))
             else:
                 joints = a["joints"]
                 if (not isinstance(joints, Mapping) or not joints or not all(isinstance(k, str) for k in joints)
@@ -208,9 +212,9 @@ class MjActuators(ForceModel):
             tau = [ca.SX(0)] * model.nv
             for k, (a, mom) in enumerate(zip(self.actuators, self._moments(model))):
                 c, gear = _clamp(us[k], a["ctrlrange"]), a["gear"]
-                if "site" in a:          # length 0, velocity gear . J v; the wrench J^T gear F
-                    moment = site_moment(model, a["site"], a["gear"], qs)
-                    F = self._force(a, 0.0, ca.dot(moment, qds), c)
+                if "site" in a:          # velocity moment . v, force moment F
+                    length, moment = site_transmission(model, a["site"], a["refsite"], a["gear"], qs)
+                    F = self._force(a, length, ca.dot(moment, qds), c)
                     tau = [x + moment[i] * F for i, x in enumerate(tau)]
                     continue
                 F = self._force(a, gear * self._length(mom, qs), gear * self._length(mom, qds, True), c)
@@ -256,8 +260,8 @@ class MjActuators(ForceModel):
         return u
 
 
-def _site(where: str, site: Any) -> dict[str, Any]:
-    """A site transmission's ``{"link": name, "frame": 4 x 4}``, checked."""
+def _site(where: str, what: str, site: Any) -> dict[str, Any]:
+    """A site transmission's ``{"link": name, "frame": 4 x 4}`` (its site or its reference site), checked."""
     try:
         frame = np.asarray(site["frame"], float)
         link = site["link"]
@@ -265,33 +269,85 @@ def _site(where: str, site: Any) -> dict[str, Any]:
         frame, link = None, None
     if (not isinstance(site, Mapping) or set(site) != {"link", "frame"} or not isinstance(link, str)
             or frame is None or frame.shape != (4, 4) or not np.all(np.isfinite(frame))):
-        raise ValueError(f"{where}: site must be {{'link': link name, 'frame': the site's 4 x 4 pose in the link's "
-                         f"frame}}, got {site!r}")
+        raise ValueError(f"{where}: {what} must be {{'link': link name, 'frame': the site's 4 x 4 pose in the "
+                         f"link's frame}}, got {site!r}")
     return {"link": link, "frame": frame.tolist()}
 
 
-def site_moment(model: ArticulatedBody, site: Mapping[str, Any], gear: Sequence[float], q):
-    """``J^T gear`` (``nv`` entries) at ``q``: ``J`` maps ``v`` to the site's twist in its own frame (the linear
-    velocity of its origin, then its angular velocity). It is the gradient in the tangent displacement ``e`` of
-    ``l(e) = gear[0:3] . R0^T (p(q + e) - p0) + gear[3:6] . vee(skew part of R0^T R(q + e))`` at ``e = 0``,
-    ``(R0, p0)`` the site's pose at ``q`` -- MuJoCo's ``actuator_moment`` of a site transmission."""
+def site_transmission(model: ArticulatedBody, site: Mapping[str, Any], refsite: Mapping[str, Any] | None,
+                      gear: Sequence[float], q):
+    """MuJoCo's ``(actuator_length, actuator_moment)`` of a site transmission at ``q`` (the moment: ``nv``
+    entries, the generalised force of a unit actuator force).
+
+    Without ``refsite``: length 0, moment ``J^T gear`` with ``J`` the site's twist in its own frame -- the
+    wrench ``gear`` in the site's frame, applied at the site. With ``refsite`` (frame ``(R_r, p_r)``): length
+    ``gear[0:3] . R_r^T (p_s - p_r) + gear[3:6] . log(R_r^T R_s)`` (the rotation vector of the site relative to
+    the reference), moment ``(J_s - J_r)^T blockdiag(R_r, R_r) gear`` with the world Jacobians ``J`` (linear,
+    angular) of the two sites, zero on the joints that move both (MuJoCo's, not the length's exact gradient:
+    the reference frame's own turning is left out). Each moment is the gradient in the tangent displacement
+    ``e`` at ``e = 0`` of a rate whose frames are held at ``q``."""
     names = [x.name for x in model.links]
-    if site["link"] == WORLD:
-        return ca.SX.zeros(model.nv)
-    if site["link"] not in names:
-        raise ValueError(f"mj_actuators: model {model.name!r} has no link {site['link']!r} (a site's link)")
     e = ca.SX.sym("e", model.nv)
-    qe = q_integrate(model)(q, e) if model.on_group else q + e
-    R, p = link_poses(model, qe)[names.index(site["link"])]
-    F = ca.DM(site["frame"])
-    Rs, ps = ca.mtimes(R, F[:3, :3]), p + ca.mtimes(R, F[:3, 3])
     zero = ca.DM.zeros(model.nv)
-    R0, p0 = ca.substitute(Rs, e, zero), ca.substitute(ps, e, zero)
-    lin, A = ca.mtimes(R0.T, ps - p0), ca.mtimes(R0.T, Rs)
-    ang = 0.5 * ca.vertcat(A[2, 1] - A[1, 2], A[0, 2] - A[2, 0], A[1, 0] - A[0, 1])
+    qe = q_integrate(model)(q, e) if model.on_group else q + e
+    poses = link_poses(model, qe)
+
+    def pose(s):
+        if s["link"] == WORLD:
+            R, p = ca.DM.eye(3), ca.DM.zeros(3)
+        elif s["link"] in names:
+            R, p = poses[names.index(s["link"])]
+        else:
+            raise ValueError(f"mj_actuators: model {model.name!r} has no link {s['link']!r} (a site's link)")
+        F = ca.DM(s["frame"])
+        return ca.mtimes(R, F[:3, :3]), p + ca.mtimes(R, F[:3, 3])
+
+    def at0(x):
+        return ca.substitute(x, e, zero)
+
     g = ca.DM(list(gear))
-    length = ca.dot(g[:3], lin) + ca.dot(g[3:], ang)
-    return ca.substitute(ca.gradient(length, e), e, zero)
+    Rs, ps = pose(site)
+    Rs0 = at0(Rs)
+    if refsite is None:
+        rate = ca.dot(ca.mtimes(Rs0, g[:3]), ps) + ca.dot(ca.mtimes(Rs0, g[3:]), _vee(ca.mtimes(Rs, Rs0.T)))
+        return ca.SX(0), at0(ca.gradient(rate, e))
+    Rr, pr = pose(refsite)
+    Rr0 = at0(Rr)
+    rate = (ca.dot(ca.mtimes(Rr0, g[:3]), ps - pr)
+            + ca.dot(ca.mtimes(Rr0, g[3:]), _vee(ca.mtimes(Rs, Rs0.T)) - _vee(ca.mtimes(Rr, Rr0.T))))
+    moment = at0(ca.gradient(rate, e)) * ca.DM(1.0 - _common_joints(model, site["link"], refsite["link"]))
+    length = ca.dot(g[:3], ca.mtimes(Rr0.T, at0(ps - pr))) + ca.dot(g[3:], _rotation_vector(ca.mtimes(Rr0.T, Rs0)))
+    return length, moment
+
+
+def _vee(A):
+    """The axis vector of the skew-symmetric part of ``A`` (``w`` for ``A = I + [w]x + ...``)."""
+    return 0.5 * ca.vertcat(A[2, 1] - A[1, 2], A[0, 2] - A[2, 0], A[1, 0] - A[0, 1])
+
+
+def _rotation_vector(A):
+    """``log(A)``: the rotation vector (angle in ``[0, pi]`` times the axis) of the rotation matrix ``A``, as
+    MuJoCo's ``mju_quat2Vel`` of the same rotation (ill-conditioned within ~1e-8 of a half turn)."""
+    w = _vee(A)                                     # sin(angle) axis
+    s = ca.sqrt(ca.fmax(ca.dot(w, w), 1e-24))
+    return w * ca.atan2(s, 0.5 * (A[0, 0] + A[1, 1] + A[2, 2] - 1)) / s
+
+
+def _common_joints(model: ArticulatedBody, link1: str, link2: str) -> np.ndarray:
+    """``nv`` numbers: 1 on the velocity coordinates of the joints that move both links, 0 elsewhere."""
+    parent = {j.child: j for j in model.joints}
+
+    def chain(link):
+        out = set()
+        while link in parent:
+            out.add(parent[link].name)
+            link = parent[link].parent
+        return out
+
+    mask = np.zeros(model.nv)
+    for name in chain(link1) & chain(link2):
+        mask[model.joint_v_index[name]] = 1.0
+    return mask
 
 
 def _mean_clamp(s0, s1, r):
