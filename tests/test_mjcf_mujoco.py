@@ -532,6 +532,11 @@ REFSITE = """<mujoco><worldbody>
     <position site="t" refsite="s" gear="1 0.5 0 0 0 0.3" kp="4" kv="0.3"/>
     <motor site="s" refsite="w" gear="0 0 0 1 0 0"/>
     <motor site="t" refsite="w" gear="1 0 0 0 0 0"/>
+    <general site="s" refsite="r" gear="0 0 0 1 1 0" gainprm="50" biastype="affine" biasprm="0.3 -50 -2"/>
+    <general site="t" refsite="w" gear="0 0 0 0 0.6 -0.8" gainprm="50" biastype="affine" biasprm="0 -50 0"/>
+    <general site="t" refsite="w" gear="0 0 0 0 0.6 -0.8" gainprm="50" biastype="affine" biasprm="0 -40 0"/>
+    <general site="t" refsite="w" gear="0 0 0 0 0.6 -0.8" gaintype="affine" gainprm="50" biastype="affine"
+             biasprm="0 -50 0"/>
   </actuator></mujoco>"""
 
 
@@ -539,12 +544,17 @@ def test_site_transmissions_with_a_refsite_are_mujocos_length_and_moment(tmp_pat
     """With a refsite the length is the site's position and rotation vector in the reference frame (affine
     gains and a position servo read it) and the moment MuJoCo's (J_s - J_r)^T R_r gear, zero on the joints
     that move both sites (the free base here, for t and s): to 1e-9 against qfrc_actuator, a reference site
-    on the world too."""
+    on the world too. A position servo (b1 = -g0, fixed gain) on a purely rotational gear takes its error
+    c - L modulo 2 pi |gear[3:6]|, as MuJoCo 4 does (measured: not with b1 = -40 g0 / 50, nor an affine gain);
+    with ctrl in [-3, 3] and angles up to pi the error crosses the wrap."""
     path = write(tmp_path, "refsite.xml", REFSITE)
     model = pbf.load_mjcf(path)
     (acts,) = forces_of(model, ("mj_actuators",))
-    assert [a["refsite"]["link"] for a in acts.actuators] == ["a", "c", "world", "world"]
-    worst = compare(path, rng, states=10)
+    assert [a["refsite"]["link"] for a in acts.actuators] == ["a", "c", "world", "world", "a", "world", "world",
+                                                              "world"]
+    assert [a["wrap"] for a in acts.actuators] == [None] * 4 + [pytest.approx(2 * np.pi * 2 ** 0.5),
+                                                                pytest.approx(2 * np.pi), None, None]
+    worst = compare(path, rng, states=20)
     assert max(worst.values()) <= TOL, worst
     m = mujoco.MjModel.from_xml_path(str(path))
     d = mujoco.MjData(m)

@@ -613,10 +613,17 @@ def _actuator_params(c: _Compiled, dof_coord: dict[int, str], off, gravcomp: dic
         j = int(m.actuator_trnid[a, 0])
         trn = int(m.actuator_trntype[a])
         if trn == mj.mjtTrn.mjTRN_SITE:         # gear: a wrench
-            ref = int(m.actuator_trnid[a, 1])
+            ref, gear = int(m.actuator_trnid[a, 1]), np.array(m.actuator_gear[a], float)
+            # MuJoCo 4 (measured): a position servo on a rotation relative to a reference site takes its error
+            # c - L modulo 2 pi |gear[3:6]|
+            servo = (int(m.actuator_gaintype[a]) == mj.mjtGain.mjGAIN_FIXED
+                     and int(m.actuator_biastype[a]) == mj.mjtBias.mjBIAS_AFFINE
+                     and m.actuator_biasprm[a, 1] == -m.actuator_gainprm[a, 0] != 0)
+            wrap = 2 * math.pi * float(np.linalg.norm(gear[3:])) if (ref >= 0 and servo and not gear[:3].any()
+                                                                     and gear[3:].any()) else None
             transmission = {"site": _site_frame(m, j, X, link_of),
                             "refsite": None if ref < 0 else _site_frame(m, ref, X, link_of),
-                            "gear": [float(x) for x in m.actuator_gear[a]]}
+                            "wrap": wrap, "gear": gear.tolist()}
         elif trn == mj.mjtTrn.mjTRN_JOINT:
             transmission = {"joints": {dof_coord[int(m.jnt_dofadr[j])]: 1.0}, "gear": float(m.actuator_gear[a, 0])}
         else:                                   # a fixed tendon: length = sum coef q

@@ -14,7 +14,9 @@ A site transmission (``site = {link, frame}``, ``gear`` six numbers) applies the
 site's Jacobian in its own frame (``6 x nv``); MuJoCo's length of such an actuator is ``L = 0`` and its
 velocity ``V = gear . J v``. With a reference site (``refsite``) the length is the site's position and
 rotation vector relative to the reference, in the reference's frame, dotted with ``gear``, and the moment
-MuJoCo's (:func:`site_transmission`).
+MuJoCo's (:func:`site_transmission`). ``wrap`` (a period, or ``None``) takes a servo's error ``c - L`` modulo
+the period into ``[-wrap/2, wrap/2)``: MuJoCo 4 does so for a position servo (``b1 = -g0``, no length or
+velocity gain) on a purely rotational ``gear`` with a reference site, with the period ``2 pi |gear[3:6]|``.
 
 ``gravcomp = {links, joints}`` adds MuJoCo's ``actuatorgravcomp`` share: the ``gravity_compensation`` force
 of ``links`` on the coordinates of ``joints``. Then the total on each coordinate is clamped to its joint's
@@ -54,7 +56,7 @@ from ._common import cached_function, resolve_dofs, velocity_indices
 from .passive import GravityCompensation
 
 _KEYS = ("name", "joints", "gear", "gain", "bias", "ctrlrange", "forcerange")
-_SITE_KEYS = ("name", "site", "refsite", "gear", "gain", "bias", "ctrlrange", "forcerange")
+_SITE_KEYS = ("name", "site", "refsite", "wrap", "gear", "gain", "bias", "ctrlrange", "forcerange")
 
 
 def _range(who: str, what: str, r: Any) -> tuple[float, float] | None:
@@ -80,7 +82,8 @@ class MjActuators(ForceModel):
         actuators: one mapping per actuator with ``name``, its transmission -- ``joints`` (``{hinge or slide
             coordinate name: coefficient}``) with ``gear`` a number, or ``site`` and ``refsite`` (``{"link":
             name, "frame": 4 x 4 pose of the site in the link's frame}``; ``refsite`` may be ``None``) with
-            ``gear`` six numbers --, ``gain`` and ``bias``
+            ``gear`` six numbers and ``wrap`` (``None`` or the period of the servo error) --, ``gain`` and
+            ``bias``
             (three numbers each: ``g0 g1 g2``, ``b0 b1 b2``), ``ctrlrange`` and ``forcerange`` (``(low, high)``
             or ``None``: unclamped).
         joint_force_range: ``{coordinate name: (low, high)}``: clamps on the total actuator force per joint
@@ -107,7 +110,7 @@ class MjActuators(ForceModel):
         for k, a in enumerate(actuators):
             if not isinstance(a, Mapping) or set(a) not in (set(_KEYS), set(_SITE_KEYS)):
                 raise ValueError(f"{who}: actuator {k} must be a mapping with exactly the keys {list(_KEYS)} (or "
-                                 f"'site' and 'refsite' for 'joints'), got {a!r}")
+                                 f"'site', 'refsite' and 'wrap' for 'joints'), got {a!r}")
             where = f"{who}: actuator {a['name']!r}"
             gain, bias = np.asarray(a["gain"], float).reshape(-1), np.asarray(a["bias"], float).reshape(-1)
             gear = np.asarray(a["gear"], float).reshape(-1)
@@ -119,8 +122,14 @@ class MjActuators(ForceModel):
                      "ctrlrange": _range(where, "ctrlrange", a["ctrlrange"]),
                      "forcerange": _range(where, "forcerange", a["forcerange"])}
             if "site" in a:
+                wrap = a["wrap"]
+                if wrap is not None and (isinstance(wrap, bool) or not isinstance(wrap, (int, float))
+                                         or not np.isfinite(wrap) or wrap <= 0):
+                    raise ValueError(f"{where}: wrap must be None or a positive number (the period of the servo "
+                                     f"error), got {wrap!r}")
                 entry.update(site=_site(where, "site", a["site"]), gear=gear.tolist(),
-                             refsite=None if a["refsite"] is None else _site(where, "refsite", a["refsite"]))
+                             refsite=None if a["refsite"] is None else _site(where, "refsite", a["refsite"]),
+                             wrap=None if wrap is None else float(wrap))
             else:
                 joints = a["joints"]
                 if (not isinstance(joints, Mapping) or not joints or not all(isinstance(k, str) for k in joints)
@@ -214,6 +223,9 @@ class MjActuators(ForceModel):
                 c, gear = _clamp(us[k], a["ctrlrange"]), a["gear"]
                 if "site" in a:          # velocity moment . v, force moment F
                     length, moment = site_transmission(model, a["site"], a["refsite"], a["gear"], qs)
+                    if a["wrap"] is not None:        # the servo error c - L taken in [-wrap/2, wrap/2)
+                        err = c - length
+                        length = c - (err - a["wrap"] * ca.floor(err / a["wrap"] + 0.5))
                     F = self._force(a, length, ca.dot(moment, qds), c)
                     tau = [x + moment[i] * F for i, x in enumerate(tau)]
                     continue
