@@ -570,3 +570,21 @@ def test_site_transmissions_with_a_refsite_are_mujocos_length_and_moment(tmp_pat
         ours = np.asarray(casadi_function(qs, length)(q)).ravel()[0]
         assert ours == pytest.approx(d.actuator_length[k], abs=1e-12) and abs(ours) > 0.01
         np.testing.assert_allclose(np.asarray(casadi_function(qs, mom)(q)).ravel(), T.T @ moment[k], atol=1e-12)
+
+
+def test_joint_actuators_keep_a_potential_whose_gradient_is_minus_their_force(tmp_path, rng):
+    """The arm's joint actuators (no site, no actuatorgravcomp, no actuatorfrcrange): dQ/dq_{k+1} = -tau at
+    q_{k+1} with the backward-Euler velocity, at small controls (no force clamp reached); the site and
+    actuatorgravcomp models above offer the force form only."""
+    import casadi as ca
+
+    model = pbf.load_mjcf(write(tmp_path, "arm.xml", ARM))
+    (acts,) = forces_of(model, ("mj_actuators",))
+    assert pbf.ForceForm.POTENTIAL in acts.forms
+    qn = ca.SX.sym("qn", model.nq)
+    for h in (1e-3, 1e-2):
+        qc, qd, u = rng.uniform(-0.5, 0.5, model.nq), rng.uniform(-1, 1, model.nv), rng.uniform(-0.3, 0.3, 4)
+        q1 = qc + h * qd
+        grad = ca.Function("g", [qn], [ca.gradient(acts.potential(model, qn, qc, qc, h, 0.0, u=u), qn)])
+        tau = np.asarray(acts.generalized_force(model, q1, qd, 0.0, u=u)).ravel()
+        assert rel_err(-np.asarray(grad(q1)).ravel(), tau) <= TOL and np.abs(tau).max() > 0.1
