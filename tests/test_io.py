@@ -706,9 +706,8 @@ MJCF_ERRORS = [   # MuJoCo's compiler reads the file: its messages, after the fi
                                        'coef="1"/></fixed></tendon>'), ["<tendon name='t'>", "attribute stiffness"]),
     ("actuator-dynamics", ('</worldbody>', '</worldbody><actuator><general joint="hip" dyntype="filter"/></actuator>'),
      ["actuator", "dyntype='filter'", "activation state"]),
-    ("site-transmission", ('<inertial pos="0 0 0" mass="2"', '<site name="s"/><inertial pos="0 0 0" mass="2"',
-                           '</worldbody>', '</worldbody><actuator><motor site="s" gear="1 0 0 0 0 0"/></actuator>'),
-     ["actuator", "site transmission"]),
+    ("body-transmission", ('</worldbody>', '</worldbody><actuator><adhesion body="leg" ctrlrange="0 1"/></actuator>'),
+     ["actuator", "body transmission"]),
     ("fluid", ('<compiler angle="radian"/>', '<compiler angle="radian"/><option density="1.2"/>'),
      ["<option density / viscosity>"]),
 ]

@@ -16,6 +16,7 @@ from pbframework import dynamics
 from pbframework.forces import force_model
 from pbframework.io.mjcf import to_mujoco
 from pbframework.model import ModelError
+from pbframework.plugins.forces.actuators import site_transmission
 
 mujoco = pytest.importorskip("mujoco")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
@@ -428,3 +429,162 @@ def test_a_fixed_tendon_limit_holds_its_length(tmp_path):
     assert "tendon_limits" not in dict(free.default_forces)
     tr = pbf.Simulator(free, "rk4", dt=1e-3).rollout(np.zeros(2), np.zeros(2), duration=1.5)
     assert np.abs(tr.q[:, 0] + 0.5 * tr.q[:, 1]).max() > 0.5
+
+
+GRAVCOMP_TO_ACTUATORS = """<mujoco><option gravity="0.3 -0.2 -9.81"/><worldbody>
+  <body name="base" pos="0 0 0.3"><freejoint name="root"/><geom type="box" size="0.1 0.1 0.05"/>
+    <body name="a" gravcomp="0.7"><joint name="j1" axis="1 0 0" actuatorgravcomp="true" actuatorfrcrange="-0.5 0.5"/>
+      <geom type="capsule" fromto="0 0 0 0 0.3 0" size="0.03"/>
+      <body name="b" pos="0 0.3 0" gravcomp="1"><joint name="j2" axis="0 1 1" stiffness="2"/>
+        <geom type="capsule" fromto="0 0 0 0.3 0 0" size="0.03"/>
+        <body name="c" pos="0.3 0 0" gravcomp="0.5"><joint name="j3" type="slide" axis="0 0.3 1" actuatorgravcomp="true"/>
+          <geom type="sphere" size="0.05"/></body></body></body></body></worldbody>
+  <actuator><motor joint="j2"/><position name="servo" joint="j1" kp="3" kv="0.5"/></actuator></mujoco>"""
+
+
+def test_actuatorgravcomp_moves_gravity_compensation_into_the_clamped_actuator_force(tmp_path, rng):
+    """On joints with actuatorgravcomp MuJoCo adds the gravity compensation to qfrc_actuator, not qfrc_passive,
+    and clamps it with the actuators' force by the joint's actuatorfrcrange (j1 here, with no actuator of its
+    own at the bound); the other joints' share stays passive. Without actuation (nu = 0 or the flag) MuJoCo
+    drops that share, and so does the mapping."""
+    path = write(tmp_path, "gc.xml", GRAVCOMP_TO_ACTUATORS)
+    model = pbf.load_mjcf(path)
+    forces = dict(model.default_forces)
+    assert forces["gravity_compensation"]["joints"] == ["root", "j2"]
+    assert forces["mj_actuators"]["gravcomp"] == {"links": {"a": 0.7, "b": 1.0, "c": 0.5}, "joints": ["j1", "j3"]}
+    (acts,) = forces_of(model, ("mj_actuators",))
+    (passive,) = forces_of(model, ("gravity_compensation",))
+    assert acts.forms == passive.forms == {pbf.ForceForm.GENERALIZED_FORCE}      # no potential: implicit
+    worst = compare(path, rng, states=8)                                          # integrators take the force
+    assert max(worst.values()) <= TOL, worst
+    m = mujoco.MjModel.from_xml_path(str(path))
+    d = mujoco.MjData(m)
+    q, v = random_state(model, rng)
+    d.qpos[:], d.qvel[:] = to_mujoco(model, q, v)
+    d.ctrl[:] = [0.0, 3.0]
+    mujoco.mj_forward(m, d)
+    f = np.asarray(acts.generalized_force(model, q, v, 0.0, u=d.ctrl.copy())).ravel()
+    j1, j3 = model.joint_v_index["j1"].start, model.joint_v_index["j3"].start
+    assert d.qfrc_actuator[m.joint("j1").dofadr[0]] == f[j1] == 0.5                # at the bound
+    assert d.qfrc_gravcomp[m.joint("j3").dofadr[0]] != 0 and f[j3] == pytest.approx(
+        d.qfrc_actuator[m.joint("j3").dofadr[0]], rel=1e-12)
+    off = write(tmp_path, "off.xml", GRAVCOMP_TO_ACTUATORS.replace("<worldbody>", '<option><flag actuation='
+                                                                   '"disable"/></option><worldbody>', 1))
+    assert "mj_actuators" not in dict(pbf.load_mjcf(off).default_forces)
+    worst = compare(off, rng)
+    assert max(worst.values()) <= TOL, worst
+    for integrator, dt in (("rk4", 1e-3), ("pbad", 0.01)):
+        tr = pbf.Simulator(model, integrator, dt=dt, forces=["gravity", pbf.io.actuator_force(model, [0.2, 0.1])]
+                           ).rollout(model.neutral(), np.zeros(model.nv), duration=0.1)
+        assert tr.status.value == "ok" and np.all(np.isfinite(tr.q)), integrator
+
+
+SITE_THRUST = """<mujoco><option gravity="0 0 -9.81"/><worldbody>
+  <body name="hull" pos="0 0 1" euler="10 -20 30"><freejoint name="root"/><geom type="box" size="0.2 0.1 0.05"/>
+    <site name="prop" pos="0.15 0.05 0.06" euler="5 10 -15"/>
+    <body name="arm" pos="-0.2 0 0"><joint name="hinge" axis="0 1 0" damping="0.1"/>
+      <geom type="capsule" fromto="0 0 0 -0.3 0 0" size="0.03"/>
+      <site name="nozzle" pos="-0.3 0.02 0" euler="0 90 0"/>
+      <body name="slider" pos="-0.3 0 0"><joint name="slide" type="slide" axis="1 0 0"/>
+        <geom type="sphere" size="0.04"/></body></body></body></worldbody>
+  <actuator>
+    <motor name="thrust" site="prop" gear="0 0 1 0 0 -0.1" ctrlrange="0 5"/>
+    <general name="jet" site="nozzle" gear="0.3 -1 0.2 0.05 0.1 -0.4" gaintype="affine" gainprm="2 0 0.4"
+             biastype="affine" biasprm="0.1 0 -0.7" forcerange="-2 2"/>
+    <motor joint="slide" gear="3"/>
+  </actuator></mujoco>"""
+
+
+def test_site_transmissions_apply_mujocos_wrench_at_the_site(tmp_path, rng):
+    """A motor and a general actuator (affine gain and bias in MuJoCo's V = gear . J v) on sites of a free hull
+    and of an arm: J^T (gear F) to 1e-9 against qfrc_actuator at free-base orientations; no potential form, so
+    pbad takes it as a generalised force."""
+    path = write(tmp_path, "thrust.xml", SITE_THRUST)
+    model = pbf.load_mjcf(path)
+    (acts,) = forces_of(model, ("mj_actuators",))
+    assert acts.actuators[0]["site"]["link"] == "hull" and acts.actuators[1]["site"]["link"] == "arm"
+    assert acts.actuators[1]["gear"] == [0.3, -1.0, 0.2, 0.05, 0.1, -0.4]
+    assert acts.forms == {pbf.ForceForm.GENERALIZED_FORCE}
+    worst = compare(path, rng, states=8)
+    assert max(worst.values()) <= TOL and worst["M"] <= TOL, worst
+    q, v = random_state(model, rng)
+    assert np.abs(np.asarray(acts.generalized_force(model, q, v, 0.0, u=[2.0, 1.0, 0.0]))).max() > 0.1
+    for integrator, dt in (("rk4", 1e-3), ("pbad", 0.01)):
+        tr = pbf.Simulator(model, integrator, dt=dt, forces=["gravity", pbf.io.actuator_force(model, [3.0, 0.5, 0.1])]
+                           ).rollout(model.neutral(), np.zeros(model.nv), duration=0.1)
+        assert tr.status.value == "ok" and np.all(np.isfinite(tr.q)), integrator
+
+
+REFSITE = """<mujoco><worldbody>
+  <site name="w" pos="0.3 0.2 0.1" euler="5 5 5"/>
+  <body name="base" pos="0 0 0.3" euler="10 -20 30"><freejoint name="root"/><geom type="box" size="0.1 0.1 0.05"/>
+    <body name="a" euler="10 20 30"><joint name="j1" axis="1 0 0"/><geom type="capsule" fromto="0 0 0 0 0.3 0" size="0.03"/>
+      <site name="r" pos="0.05 0.1 0.02" euler="30 -10 50"/>
+      <body name="b" pos="0 0.3 0"><joint name="j2" type="ball"/><geom type="capsule" fromto="0 0 0 0.3 0 0" size="0.03"/>
+        <body name="c" pos="0.3 0 0"><joint name="j3" type="slide" axis="0 0.3 1"/><geom type="sphere" size="0.05"/>
+          <site name="s" pos="0.02 0.01 0.05" euler="10 20 30"/></body></body></body>
+    <body name="d" pos="0 -0.2 0"><joint name="j4" axis="0 1 0"/><geom type="sphere" size="0.05"/>
+      <site name="t" pos="0.1 0 0"/></body>
+  </body></worldbody>
+  <actuator>
+    <general site="s" refsite="r" gear="0.3 -1 0.2 0.5 0.7 -0.4" gaintype="affine" gainprm="1 0.5 0.2"
+             biastype="affine" biasprm="0.2 -3 -0.5"/>
+    <position site="t" refsite="s" gear="1 0.5 0 0 0 0.3" kp="4" kv="0.3"/>
+    <motor site="s" refsite="w" gear="0 0 0 1 0 0"/>
+    <motor site="t" refsite="w" gear="1 0 0 0 0 0"/>
+    <general site="s" refsite="r" gear="0 0 0 1 1 0" gainprm="50" biastype="affine" biasprm="0.3 -50 -2"/>
+    <general site="t" refsite="w" gear="0 0 0 0 0.6 -0.8" gainprm="50" biastype="affine" biasprm="0 -50 0"/>
+    <general site="t" refsite="w" gear="0 0 0 0 0.6 -0.8" gainprm="50" biastype="affine" biasprm="0 -40 0"/>
+    <general site="t" refsite="w" gear="0 0 0 0 0.6 -0.8" gaintype="affine" gainprm="50" biastype="affine"
+             biasprm="0 -50 0"/>
+  </actuator></mujoco>"""
+
+
+def test_site_transmissions_with_a_refsite_are_mujocos_length_and_moment(tmp_path, rng):
+    """With a refsite the length is the site's position and rotation vector in the reference frame (affine
+    gains and a position servo read it) and the moment MuJoCo's (J_s - J_r)^T R_r gear, zero on the joints
+    that move both sites (the free base here, for t and s): to 1e-9 against qfrc_actuator, a reference site
+    on the world too. A position servo (b1 = -g0, fixed gain) on a purely rotational gear takes its error
+    c - L modulo 2 pi |gear[3:6]|, as MuJoCo 4 does (measured: not with b1 = -40 g0 / 50, nor an affine gain);
+    with ctrl in [-3, 3] and angles up to pi the error crosses the wrap."""
+    path = write(tmp_path, "refsite.xml", REFSITE)
+    model = pbf.load_mjcf(path)
+    (acts,) = forces_of(model, ("mj_actuators",))
+    assert [a["refsite"]["link"] for a in acts.actuators] == ["a", "c", "world", "world", "a", "world", "world",
+                                                              "world"]
+    assert [a["wrap"] for a in acts.actuators] == [None] * 4 + [pytest.approx(2 * np.pi * 2 ** 0.5),
+                                                                pytest.approx(2 * np.pi), None, None]
+    worst = compare(path, rng, states=20)
+    assert max(worst.values()) <= TOL, worst
+    m = mujoco.MjModel.from_xml_path(str(path))
+    d = mujoco.MjData(m)
+    q, v = random_state(model, rng)
+    d.qpos[:], d.qvel[:] = to_mujoco(model, q, v)
+    mujoco.mj_forward(m, d)
+    moment = np.zeros((m.nu, m.nv))
+    mujoco.mju_sparse2dense(moment, d.actuator_moment, d.moment_rownnz, d.moment_rowadr, d.moment_colind)
+    T = pbf.io.mjcf.mujoco_velocity_map(model, q)
+    qs = casadi_sym(model)
+    for k, a in enumerate(acts.actuators):                  # MuJoCo's actuator_length and actuator_moment
+        length, mom = site_transmission(model, a["site"], a["refsite"], a["gear"], qs)
+        ours = np.asarray(casadi_function(qs, length)(q)).ravel()[0]
+        assert ours == pytest.approx(d.actuator_length[k], abs=1e-12) and abs(ours) > 0.01
+        np.testing.assert_allclose(np.asarray(casadi_function(qs, mom)(q)).ravel(), T.T @ moment[k], atol=1e-12)
+
+
+def test_joint_actuators_keep_a_potential_whose_gradient_is_minus_their_force(tmp_path, rng):
+    """The arm's joint actuators (no site, no actuatorgravcomp, no actuatorfrcrange): dQ/dq_{k+1} = -tau at
+    q_{k+1} with the backward-Euler velocity, at small controls (no force clamp reached); the site and
+    actuatorgravcomp models above offer the force form only."""
+    import casadi as ca
+
+    model = pbf.load_mjcf(write(tmp_path, "arm.xml", ARM))
+    (acts,) = forces_of(model, ("mj_actuators",))
+    assert pbf.ForceForm.POTENTIAL in acts.forms
+    qn = ca.SX.sym("qn", model.nq)
+    for h in (1e-3, 1e-2):
+        qc, qd, u = rng.uniform(-0.5, 0.5, model.nq), rng.uniform(-1, 1, model.nv), rng.uniform(-0.3, 0.3, 4)
+        q1 = qc + h * qd
+        grad = ca.Function("g", [qn], [ca.gradient(acts.potential(model, qn, qc, qc, h, 0.0, u=u), qn)])
+        tau = np.asarray(acts.generalized_force(model, q1, qd, 0.0, u=u)).ravel()
+        assert rel_err(-np.asarray(grad(q1)).ravel(), tau) <= TOL and np.abs(tau).max() > 0.1

@@ -29,7 +29,8 @@ Bodies and joints
 Forces (``model.default_forces``; a :class:`~pbframework.simulate.Simulator` adds them to its forces)
 ----------------------------------------------------------------------------------------------------------
 - ``joint_damping`` from ``damping``; ``joint_stiffness`` from ``stiffness`` about ``springref``;
-  ``gravity_compensation`` from ``gravcomp``; ``joint_friction`` from ``frictionloss`` (MuJoCo's dry friction
+  ``gravity_compensation`` from ``gravcomp`` (its share on joints that say ``actuatorgravcomp`` is
+  ``mj_actuators``', clamped with the actuators by ``actuatorfrcrange``, as MuJoCo adds it to ``qfrc_actuator``); ``joint_friction`` from ``frictionloss`` (MuJoCo's dry friction
   is a constraint; here a smooth ``tanh`` regularisation, see :mod:`pbframework.plugins.forces.passive`);
   ``joint_limits`` where a joint is limited and ``tendon_limits`` where a fixed tendon is (``limits=True``;
   MuJoCo's limits are constraints, here a stiff one-sided spring); ``mj_actuators`` from ``<actuator>`` (the control vector, MuJoCo's ``ctrl``, is the
@@ -42,9 +43,10 @@ Forces (``model.default_forces``; a :class:`~pbframework.simulate.Simulator` add
   :class:`UnsupportedGeoms` warning names them.
 
 ``<equality>`` constraints are refused unless ``equality="disable"`` (module function) leaves them out as
-MuJoCo's ``<flag equality="disable"/>`` does. Whatever else the mapping cannot represent (tendons, actuators with activation dynamics or
-non-joint transmissions, springs on ball / free joints, fluid forces, mocap bodies, ...) is a
-:class:`~pbframework.model.ModelError` at load naming the element, the attribute and the file.
+MuJoCo's ``<flag equality="disable"/>`` does. Whatever else the mapping cannot represent (spatial tendons,
+actuators with activation dynamics, body and slider-crank transmissions,
+springs on ball / free joints, fluid forces, mocap bodies, ...) is a :class:`~pbframework.model.ModelError` at
+load naming the element, the attribute and the file.
 """
 
 from __future__ import annotations
@@ -201,8 +203,6 @@ def _check_supported(c: _Compiled, equality: str) -> None:
         for attr in ("jnt_stiffnesspoly", "jnt_springyield"):
             if hasattr(m, attr) and np.any(np.asarray(getattr(m, attr))[j] != 0):
                 raise c.refuse(f"{where}: attribute {attr[4:]}")
-        if m.jnt_actgravcomp[j]:
-            raise c.refuse(f"{where}: attribute actuatorgravcomp=\"true\"")
         dofs = range(int(m.jnt_dofadr[j]), int(m.jnt_dofadr[j]) + _JOINT_NV[t])
         if t in (mj.mjtJoint.mjJNT_BALL, mj.mjtJoint.mjJNT_FREE):
             if any(m.dof_armature[d] != 0 for d in dofs):
@@ -214,9 +214,9 @@ def _check_supported(c: _Compiled, equality: str) -> None:
     for a in range(m.nu):
         where = c.element("actuator", a)
         trn = int(m.actuator_trntype[a])
-        if trn not in (mj.mjtTrn.mjTRN_JOINT, mj.mjtTrn.mjTRN_TENDON):
-            raise c.refuse(f"{where}: a {mj.mjtTrn(trn).name.split('_', 1)[1].lower()} transmission (joint and "
-                           f"fixed-tendon transmissions only)")
+        if trn not in (mj.mjtTrn.mjTRN_JOINT, mj.mjtTrn.mjTRN_TENDON, mj.mjtTrn.mjTRN_SITE):
+            raise c.refuse(f"{where}: a {mj.mjtTrn(trn).name.split('_', 1)[1].lower()} transmission (joint, "
+                           f"fixed-tendon and site transmissions only)")
         j = int(m.actuator_trnid[a, 0])
         if trn == mj.mjtTrn.mjTRN_JOINT and int(m.jnt_type[j]) not in (mj.mjtJoint.mjJNT_HINGE,
                                                                         mj.mjtJoint.mjJNT_SLIDE):
@@ -421,7 +421,7 @@ def load_mjcf(path: str | os.PathLike, *, limits: bool = True, balance_inertia: 
              "upper": float(m.tendon_range[k][1]),
              "joints": _tendon_joints(m, k, dof_coord)} for k in limited]}))
     if m.nu and not off(mj.mjtDisableBit.mjDSBL_ACTUATION):
-        forces.append(("mj_actuators", _actuator_params(c, dof_coord, off)))
+        forces.append(("mj_actuators", _actuator_params(c, dof_coord, off, gravcomp, X, link_of)))
     if equality == "soft" and not off(mj.mjtDisableBit.mjDSBL_EQUALITY) and not off(mj.mjtDisableBit.mjDSBL_CONSTRAINT):
         eqs = _equality_params(c, X, link_of, dof_coord)
         if eqs:
@@ -561,7 +561,9 @@ def _static_geoms(c: _Compiled, b: int, Tb: np.ndarray, obstacles: list, unsuppo
 
 def _passive_forces(c: _Compiled, dof_coord: dict[int, str], gravcomp: dict[str, float], off,
                     quaternions: bool) -> list:
-    """``joint_damping``, ``joint_stiffness``, ``gravity_compensation``, ``joint_friction`` specs."""
+    """``joint_damping``, ``joint_stiffness``, ``gravity_compensation``, ``joint_friction`` specs. Gravity
+    compensation on the joints that say ``actuatorgravcomp`` is ``mj_actuators``' (MuJoCo's
+    ``qfrc_actuator``), not passive."""
     m, mj = c.m, c.mj
     out: list[tuple[str, dict[str, Any]]] = []
     if not off(mj.mjtDisableBit.mjDSBL_DAMPER):
@@ -588,8 +590,10 @@ def _passive_forces(c: _Compiled, dof_coord: dict[int, str], gravcomp: dict[str,
                 "stiffness": [float(m.jnt_stiffness[j]) for j in sprung],
                 "springref": [float(m.qpos_spring[int(m.jnt_qposadr[j])]) for j in sprung],
                 "dofs": [c.joint_names[j] for j in sprung]}))
-    if gravcomp:
-        out.append(("gravity_compensation", {"links": gravcomp}))
+    passive_joints = [c.joint_names[j] for j in range(m.njnt) if not m.jnt_actgravcomp[j]]
+    if gravcomp and passive_joints:
+        out.append(("gravity_compensation", {"links": gravcomp} if len(passive_joints) == m.njnt else
+                    {"links": gravcomp, "joints": passive_joints}))
     if not off(mj.mjtDisableBit.mjDSBL_FRICTIONLOSS) and not off(mj.mjtDisableBit.mjDSBL_CONSTRAINT):
         rubbed = [d for d in range(m.nv) if m.dof_frictionloss[d] != 0]
         if rubbed:
@@ -598,17 +602,32 @@ def _passive_forces(c: _Compiled, dof_coord: dict[int, str], gravcomp: dict[str,
     return out
 
 
-def _actuator_params(c: _Compiled, dof_coord: dict[int, str], off) -> dict[str, Any]:
-    """The ``mj_actuators`` parameters of the compiled model's actuators."""
+def _actuator_params(c: _Compiled, dof_coord: dict[int, str], off, gravcomp: dict[str, float],
+                     X: dict[int, np.ndarray], link_of: dict[int, str]) -> dict[str, Any]:
+    """The ``mj_actuators`` parameters of the compiled model's actuators (and of the gravity compensation on
+    joints that say ``actuatorgravcomp``, which MuJoCo adds to ``qfrc_actuator``)."""
     m, mj = c.m, c.mj
     acts = []
     clamp_ctrl = not off(mj.mjtDisableBit.mjDSBL_CLAMPCTRL)
     for a in range(m.nu):
         j = int(m.actuator_trnid[a, 0])
-        if int(m.actuator_trntype[a]) == mj.mjtTrn.mjTRN_JOINT:
-            joints = {dof_coord[int(m.jnt_dofadr[j])]: 1.0}
+        trn = int(m.actuator_trntype[a])
+        if trn == mj.mjtTrn.mjTRN_SITE:         # gear: a wrench
+            ref, gear = int(m.actuator_trnid[a, 1]), np.array(m.actuator_gear[a], float)
+            # MuJoCo 4 (measured): a position servo on a rotation relative to a reference site takes its error
+            # c - L modulo 2 pi |gear[3:6]|
+            servo = (int(m.actuator_gaintype[a]) == mj.mjtGain.mjGAIN_FIXED
+                     and int(m.actuator_biastype[a]) == mj.mjtBias.mjBIAS_AFFINE
+                     and m.actuator_biasprm[a, 1] == -m.actuator_gainprm[a, 0] != 0)
+            wrap = 2 * math.pi * float(np.linalg.norm(gear[3:])) if (ref >= 0 and servo and not gear[:3].any()
+                                                                     and gear[3:].any()) else None
+            transmission = {"site": _site_frame(m, j, X, link_of),
+                            "refsite": None if ref < 0 else _site_frame(m, ref, X, link_of),
+                            "wrap": wrap, "gear": gear.tolist()}
+        elif trn == mj.mjtTrn.mjTRN_JOINT:
+            transmission = {"joints": {dof_coord[int(m.jnt_dofadr[j])]: 1.0}, "gear": float(m.actuator_gear[a, 0])}
         else:                                   # a fixed tendon: length = sum coef q
-            joints = _tendon_joints(m, j, dof_coord)
+            transmission = {"joints": _tendon_joints(m, j, dof_coord), "gear": float(m.actuator_gear[a, 0])}
         gain = np.zeros(3)
         gain[0] = m.actuator_gainprm[a, 0]
         if int(m.actuator_gaintype[a]) == mj.mjtGain.mjGAIN_AFFINE:
@@ -617,15 +636,22 @@ def _actuator_params(c: _Compiled, dof_coord: dict[int, str], off) -> dict[str, 
             np.array(m.actuator_biasprm[a, :3], float)
         acts.append({
             "name": m.actuator(a).name or f"actuator{a}",
-            "joints": joints,
-            "gear": float(m.actuator_gear[a, 0]),
+            **transmission,
             "gain": gain.tolist(), "bias": bias.tolist(),
             "ctrlrange": [float(v) for v in m.actuator_ctrlrange[a]] if (m.actuator_ctrllimited[a] and clamp_ctrl)
             else None,
             "forcerange": [float(v) for v in m.actuator_forcerange[a]] if m.actuator_forcelimited[a] else None})
     joint_range = {c.joint_names[j]: [float(v) for v in m.jnt_actfrcrange[j]]
                    for j in range(m.njnt) if m.jnt_actfrclimited[j] and m.jnt_type[j] >= 2}
-    return {"actuators": acts, "joint_force_range": joint_range}
+    own = [c.joint_names[j] for j in range(m.njnt) if m.jnt_actgravcomp[j]]
+    return {"actuators": acts, "joint_force_range": joint_range,
+            "gravcomp": {"links": gravcomp, "joints": own} if gravcomp and own else None}
+
+
+def _site_frame(m, k: int, X: dict[int, np.ndarray], link_of: dict[int, str]) -> dict[str, Any]:
+    """Site ``k`` as ``{"link": the link that carries it, "frame": its 4 x 4 pose in that link's frame}``."""
+    b = int(m.site_bodyid[k])
+    return {"link": link_of[b], "frame": (X[b] @ _pose(m.site_pos[k], m.site_quat[k])).tolist()}
 
 
 def mujoco_velocity_map(model: ArticulatedBody, q) -> np.ndarray:

@@ -1,4 +1,4 @@
-"""MuJoCo actuators on joints (issue 25): the control vector ``ctrl`` is the step's input ``u``.
+"""MuJoCo actuators on joints and sites (issue 25): the control vector ``ctrl`` is the step's input ``u``.
 
 One force model holds all of a model's actuators, in MuJoCo's order. Actuator ``a`` acts through its
 ``gear`` on a length ``l = sum_i c_i q_i`` of hinge and slide coordinates (``joints = {q_i: c_i}``: one
@@ -9,7 +9,18 @@ control clamped to ``ctrlrange``::
     F = (g0 + g1 L + g2 V) c + b0 + b1 L + b2 V          (MuJoCo's affine gain and bias)
     F = clamp(F, forcerange),  tau_{q_i} += gear c_i F
 
-then the total on each coordinate is clamped to its joint's ``actuatorfrcrange``. MJCF's ``motor``
+A site transmission (``site = {link, frame}``, ``gear`` six numbers) applies the wrench ``gear[0:3] F``
+(force) and ``gear[3:6] F`` (torque), in the site's frame, at the site: ``tau += J^T gear F`` with ``J`` the
+site's Jacobian in its own frame (``6 x nv``); MuJoCo's length of such an actuator is ``L = 0`` and its
+velocity ``V = gear . J v``. With a reference site (``refsite``) the length is the site's position and
+rotation vector relative to the reference, in the reference's frame, dotted with ``gear``, and the moment
+MuJoCo's (:func:`site_transmission`). ``wrap`` (a period, or ``None``) takes a servo's error ``c - L`` modulo
+the period into ``[-wrap/2, wrap/2)``: MuJoCo 4 does so for a position servo (``b1 = -g0``, no length or
+velocity gain) on a purely rotational ``gear`` with a reference site, with the period ``2 pi |gear[3:6]|``.
+
+``gravcomp = {links, joints}`` adds MuJoCo's ``actuatorgravcomp`` share: the ``gravity_compensation`` force
+of ``links`` on the coordinates of ``joints``. Then the total on each coordinate is clamped to its joint's
+``actuatorfrcrange``. MJCF's ``motor``
 (``g = (1, 0, 0)``, ``b = 0``), ``position`` (``g0 = kp``, ``b = (0, -kp, -kv)``), ``velocity``
 (``g0 = kv``, ``b = (0, 0, -kv)``) and ``general`` actuators with ``gaintype`` / ``biastype`` ``fixed`` or
 ``affine`` and no activation dynamics are all of this form; :func:`~pbframework.io.load_mjcf` fills the
@@ -23,8 +34,9 @@ starts from -- and an argument of ``sim.step_function()`` and of the exported C 
 Potential form (for ``pbad``): with the backward-Euler velocity ``V = gear (l_{k+1} - l_k) / dt`` the force
 ``F`` is affine in ``l_{k+1}``, ``F = s(l_{k+1})``, and ``Q = -gear (l_{k+1} - l_k) mean(clamp(s))`` over
 ``[s(l_k), s(l_{k+1})]`` is its exact integral (its gradient in ``q_{k+1}`` is ``-tau``): the actuator is implicit in the step, so a stiff position
-servo stays stable at large steps. A clamp on a joint's total (``joint_force_range``) has no such integral;
-the model then offers the generalised-force form only.
+servo stays stable at large steps. A clamp on a joint's total (``joint_force_range``), the gravity
+compensation share and a site's wrench (a follower load, not a gradient) have no such integral; the model
+then offers the generalised-force form only, and implicit integrators take it as any generalised force.
 """
 
 from __future__ import annotations
@@ -36,11 +48,15 @@ import numpy as np
 
 from pbframework.forces import ForceForm, ForceModel
 from pbframework.hookspecs import PluginInfo, hookimpl
-from pbframework.model import ArticulatedBody
+from pbframework.kinematics import link_poses
+from pbframework.lie import q_integrate
+from pbframework.model import WORLD, ArticulatedBody
 
 from ._common import cached_function, resolve_dofs, velocity_indices
+from .passive import GravityCompensation
 
 _KEYS = ("name", "joints", "gear", "gain", "bias", "ctrlrange", "forcerange")
+_SITE_KEYS = ("name", "site", "refsite", "wrap", "gear", "gain", "bias", "ctrlrange", "forcerange")
 
 
 def _range(who: str, what: str, r: Any) -> tuple[float, float] | None:
@@ -60,15 +76,21 @@ def _clamp(x, r):
 
 
 class MjActuators(ForceModel):
-    """MuJoCo's joint actuators (module docstring).
+    """MuJoCo's joint, fixed-tendon and site actuators (module docstring).
 
     Args:
-        actuators: one mapping per actuator with ``name``, ``joints`` (``{hinge or slide coordinate name:
-            coefficient}``),
-            ``gear`` (a number), ``gain`` and ``bias`` (three numbers each: ``g0 g1 g2``, ``b0 b1 b2``),
-            ``ctrlrange`` and ``forcerange`` (``(low, high)`` or ``None``: unclamped).
+        actuators: one mapping per actuator with ``name``, its transmission -- ``joints`` (``{hinge or slide
+            coordinate name: coefficient}``) with ``gear`` a number, or ``site`` and ``refsite`` (``{"link":
+            name, "frame": 4 x 4 pose of the site in the link's frame}``; ``refsite`` may be ``None``) with
+            ``gear`` six numbers and ``wrap`` (``None`` or the period of the servo error) --, ``gain`` and
+            ``bias``
+            (three numbers each: ``g0 g1 g2``, ``b0 b1 b2``), ``ctrlrange`` and ``forcerange`` (``(low, high)``
+            or ``None``: unclamped).
         joint_force_range: ``{coordinate name: (low, high)}``: clamps on the total actuator force per joint
             (MJCF ``actuatorfrcrange``).
+        gravcomp: ``{"links": {link name: c}, "joints": [joint names]}``: the gravity compensation of those
+            links (as ``gravity_compensation``) on those joints' coordinates, added before the clamps (MJCF
+            ``actuatorgravcomp``); ``None``: none.
         ctrl: the controls: ``None`` (zeros), a constant vector of ``nu`` numbers, or a Python callable
             ``ctrl(t, q, qd) -> nu numbers`` called once per step on the state the step starts from.
     """
@@ -78,6 +100,7 @@ class MjActuators(ForceModel):
 
     def __init__(self, actuators: Sequence[Mapping[str, Any]] = (), *,
                  joint_force_range: Mapping[str, Sequence[float]] | None = None,
+                 gravcomp: Mapping[str, Any] | None = None,
                  ctrl: Sequence[float] | Callable[[float, np.ndarray, np.ndarray], Sequence[float]] | None = None
                  ) -> None:
         who = self.name
@@ -85,25 +108,44 @@ class MjActuators(ForceModel):
             raise ValueError(f"{who}: actuators must be a non-empty list of mappings, got {actuators!r}")
         self.actuators: list[dict[str, Any]] = []
         for k, a in enumerate(actuators):
-            if not isinstance(a, Mapping) or set(a) != set(_KEYS):
-                raise ValueError(f"{who}: actuator {k} must be a mapping with exactly the keys {list(_KEYS)}, got "
-                                 f"{a!r}")
+            if not isinstance(a, Mapping) or set(a) not in (set(_KEYS), set(_SITE_KEYS)):
+                raise ValueError(f"{who}: actuator {k} must be a mapping with exactly the keys {list(_KEYS)} (or "
+                                 f"'site', 'refsite' and 'wrap' for 'joints'), got {a!r}")
             where = f"{who}: actuator {a['name']!r}"
-            gear = float(a["gear"])
             gain, bias = np.asarray(a["gain"], float).reshape(-1), np.asarray(a["bias"], float).reshape(-1)
-            if gain.shape != (3,) or bias.shape != (3,) or not np.all(np.isfinite(np.r_[gain, bias, gear])):
-                raise ValueError(f"{where}: gear must be a finite number, gain and bias three finite numbers each")
-            joints = a["joints"]
-            if (not isinstance(joints, Mapping) or not joints or not all(isinstance(k, str) for k in joints)
-                    or not all(np.isfinite(float(v)) for v in joints.values())):
-                raise ValueError(f"{where}: joints must be a non-empty mapping {{coordinate name: finite "
-                                 f"coefficient}}, got {joints!r}")
-            self.actuators.append({"name": str(a["name"]), "joints": {str(k): float(v) for k, v in joints.items()},
-                                   "gear": gear, "gain": gain.tolist(),
-                                   "bias": bias.tolist(), "ctrlrange": _range(where, "ctrlrange", a["ctrlrange"]),
-                                   "forcerange": _range(where, "forcerange", a["forcerange"])})
+            gear = np.asarray(a["gear"], float).reshape(-1)
+            if gain.shape != (3,) or bias.shape != (3,) or gear.shape != ((6,) if "site" in a else (1,)) \
+                    or not np.all(np.isfinite(np.r_[gain, bias, gear])):
+                raise ValueError(f"{where}: gear must be {'six finite numbers' if 'site' in a else 'a finite number'}"
+                                 f", gain and bias three finite numbers each")
+            entry = {"name": str(a["name"]), "gain": gain.tolist(), "bias": bias.tolist(),
+                     "ctrlrange": _range(where, "ctrlrange", a["ctrlrange"]),
+                     "forcerange": _range(where, "forcerange", a["forcerange"])}
+            if "site" in a:
+                wrap = a["wrap"]
+                if wrap is not None and (isinstance(wrap, bool) or not isinstance(wrap, (int, float))
+                                         or not np.isfinite(wrap) or wrap <= 0):
+                    raise ValueError(f"{where}: wrap must be None or a positive number (the period of the servo "
+                                     f"error), got {wrap!r}")
+                entry.update(site=_site(where, "site", a["site"]), gear=gear.tolist(),
+                             refsite=None if a["refsite"] is None else _site(where, "refsite", a["refsite"]),
+                             wrap=None if wrap is None else float(wrap))
+            else:
+                joints = a["joints"]
+                if (not isinstance(joints, Mapping) or not joints or not all(isinstance(k, str) for k in joints)
+                        or not all(np.isfinite(float(v)) for v in joints.values())):
+                    raise ValueError(f"{where}: joints must be a non-empty mapping {{coordinate name: finite "
+                                     f"coefficient}}, got {joints!r}")
+                entry.update(joints={str(k): float(v) for k, v in joints.items()}, gear=float(gear[0]))
+            self.actuators.append(entry)
         self.joint_force_range = {str(k): _range(f"{who}: joint_force_range[{k!r}]", "the range", v)
                                   for k, v in dict(joint_force_range or {}).items()}
+        if gravcomp is not None and (not isinstance(gravcomp, Mapping) or set(gravcomp) != {"links", "joints"}
+                                     or not gravcomp["joints"]):
+            raise ValueError(f"{who}: gravcomp must be None or {{'links': {{link name: factor}}, 'joints': [joint "
+                             f"names]}}, got {gravcomp!r}")
+        self._gravcomp = None if gravcomp is None else GravityCompensation(gravcomp["links"],
+                                                                           joints=gravcomp["joints"])
         nu = len(self.actuators)
         if ctrl is None:
             self.ctrl: Any = np.zeros(nu)
@@ -115,11 +157,14 @@ class MjActuators(ForceModel):
                 raise ValueError(f"{who}: ctrl must be {nu} finite numbers (one per actuator) or a callable "
                                  f"(t, q, qd) -> ctrl, got {ctrl!r}")
             self.ctrl = c
-        self.forms = frozenset({ForceForm.GENERALIZED_FORCE} if self.joint_force_range else
-                               {ForceForm.GENERALIZED_FORCE, ForceForm.POTENTIAL})
+        integrable = not (self.joint_force_range or self._gravcomp or any("site" in a for a in self.actuators))
+        self.forms = frozenset({ForceForm.GENERALIZED_FORCE, ForceForm.POTENTIAL} if integrable else
+                               {ForceForm.GENERALIZED_FORCE})
 
     def params(self) -> dict[str, Any]:
+        g = self._gravcomp
         return {"actuators": [dict(a) for a in self.actuators], "joint_force_range": dict(self.joint_force_range),
+                "gravcomp": None if g is None else {"links": dict(g.links), "joints": list(g.joints)},
                 "ctrl": self.ctrl if callable(self.ctrl) else self.ctrl.tolist()}
 
     @property
@@ -145,9 +190,13 @@ class MjActuators(ForceModel):
 
     # -- set-up ----------------------------------------------------------------------------------------------
     def _moments(self, model: ArticulatedBody) -> list[list[tuple[int, int, float]]]:
-        """Per actuator: ``(index into q, index into v, coefficient)`` of each coordinate of its length."""
+        """Per joint or tendon actuator: ``(index into q, index into v, coefficient)`` of each coordinate of its
+        length (an empty list for a site actuator)."""
         out = []
         for a in self.actuators:
+            if "site" in a:
+                out.append([])
+                continue
             idx = resolve_dofs(self.name, model, tuple(a["joints"]))
             vidx = velocity_indices(self.name, model, idx)
             out.append([(i, vi, c) for i, vi, c in zip(idx, vidx, a["joints"].values())])
@@ -172,9 +221,20 @@ class MjActuators(ForceModel):
             tau = [ca.SX(0)] * model.nv
             for k, (a, mom) in enumerate(zip(self.actuators, self._moments(model))):
                 c, gear = _clamp(us[k], a["ctrlrange"]), a["gear"]
+                if "site" in a:          # velocity moment . v, force moment F
+                    length, moment = site_transmission(model, a["site"], a["refsite"], a["gear"], qs)
+                    if a["wrap"] is not None:        # the servo error c - L taken in [-wrap/2, wrap/2)
+                        err = c - length
+                        length = c - (err - a["wrap"] * ca.floor(err / a["wrap"] + 0.5))
+                    F = self._force(a, length, ca.dot(moment, qds), c)
+                    tau = [x + moment[i] * F for i, x in enumerate(tau)]
+                    continue
                 F = self._force(a, gear * self._length(mom, qs), gear * self._length(mom, qds, True), c)
                 for _, vi, coef in mom:
                     tau[vi] = tau[vi] + gear * coef * F
+            if self._gravcomp is not None:
+                g = self._gravcomp.generalized_force(model, qs, qds, 0.0)
+                tau = [x + g[i] for i, x in enumerate(tau)]
             for dof, r in self.joint_force_range.items():
                 i = resolve_dofs(self.name, model, (dof,))[0]
                 vi = velocity_indices(self.name, model, [i])[0]
@@ -212,6 +272,96 @@ class MjActuators(ForceModel):
         return u
 
 
+def _site(where: str, what: str, site: Any) -> dict[str, Any]:
+    """A site transmission's ``{"link": name, "frame": 4 x 4}`` (its site or its reference site), checked."""
+    try:
+        frame = np.asarray(site["frame"], float)
+        link = site["link"]
+    except (TypeError, KeyError, ValueError):
+        frame, link = None, None
+    if (not isinstance(site, Mapping) or set(site) != {"link", "frame"} or not isinstance(link, str)
+            or frame is None or frame.shape != (4, 4) or not np.all(np.isfinite(frame))):
+        raise ValueError(f"{where}: {what} must be {{'link': link name, 'frame': the site's 4 x 4 pose in the "
+                         f"link's frame}}, got {site!r}")
+    return {"link": link, "frame": frame.tolist()}
+
+
+def site_transmission(model: ArticulatedBody, site: Mapping[str, Any], refsite: Mapping[str, Any] | None,
+                      gear: Sequence[float], q):
+    """MuJoCo's ``(actuator_length, actuator_moment)`` of a site transmission at ``q`` (the moment: ``nv``
+    entries, the generalised force of a unit actuator force).
+
+    Without ``refsite``: length 0, moment ``J^T gear`` with ``J`` the site's twist in its own frame -- the
+    wrench ``gear`` in the site's frame, applied at the site. With ``refsite`` (frame ``(R_r, p_r)``): length
+    ``gear[0:3] . R_r^T (p_s - p_r) + gear[3:6] . log(R_r^T R_s)`` (the rotation vector of the site relative to
+    the reference), moment ``(J_s - J_r)^T blockdiag(R_r, R_r) gear`` with the world Jacobians ``J`` (linear,
+    angular) of the two sites, zero on the joints that move both (MuJoCo's, not the length's exact gradient:
+    the reference frame's own turning is left out). Each moment is the gradient in the tangent displacement
+    ``e`` at ``e = 0`` of a rate whose frames are held at ``q``."""
+    names = [x.name for x in model.links]
+    e = ca.SX.sym("e", model.nv)
+    zero = ca.DM.zeros(model.nv)
+    qe = q_integrate(model)(q, e) if model.on_group else q + e
+    poses = link_poses(model, qe)
+
+    def pose(s):
+        if s["link"] == WORLD:
+            R, p = ca.DM.eye(3), ca.DM.zeros(3)
+        elif s["link"] in names:
+            R, p = poses[names.index(s["link"])]
+        else:
+            raise ValueError(f"mj_actuators: model {model.name!r} has no link {s['link']!r} (a site's link)")
+        F = ca.DM(s["frame"])
+        return ca.mtimes(R, F[:3, :3]), p + ca.mtimes(R, F[:3, 3])
+
+    def at0(x):
+        return ca.substitute(x, e, zero)
+
+    g = ca.DM(list(gear))
+    Rs, ps = pose(site)
+    Rs0 = at0(Rs)
+    if refsite is None:
+        rate = ca.dot(ca.mtimes(Rs0, g[:3]), ps) + ca.dot(ca.mtimes(Rs0, g[3:]), _vee(ca.mtimes(Rs, Rs0.T)))
+        return ca.SX(0), at0(ca.gradient(rate, e))
+    Rr, pr = pose(refsite)
+    Rr0 = at0(Rr)
+    rate = (ca.dot(ca.mtimes(Rr0, g[:3]), ps - pr)
+            + ca.dot(ca.mtimes(Rr0, g[3:]), _vee(ca.mtimes(Rs, Rs0.T)) - _vee(ca.mtimes(Rr, Rr0.T))))
+    moment = at0(ca.gradient(rate, e)) * ca.DM(1.0 - _common_joints(model, site["link"], refsite["link"]))
+    length = ca.dot(g[:3], ca.mtimes(Rr0.T, at0(ps - pr))) + ca.dot(g[3:], _rotation_vector(ca.mtimes(Rr0.T, Rs0)))
+    return length, moment
+
+
+def _vee(A):
+    """The axis vector of the skew-symmetric part of ``A`` (``w`` for ``A = I + [w]x + ...``)."""
+    return 0.5 * ca.vertcat(A[2, 1] - A[1, 2], A[0, 2] - A[2, 0], A[1, 0] - A[0, 1])
+
+
+def _rotation_vector(A):
+    """``log(A)``: the rotation vector (angle in ``[0, pi]`` times the axis) of the rotation matrix ``A``, as
+    MuJoCo's ``mju_quat2Vel`` of the same rotation (ill-conditioned within ~1e-8 of a half turn)."""
+    w = _vee(A)                                     # sin(angle) axis
+    s = ca.sqrt(ca.fmax(ca.dot(w, w), 1e-24))
+    return w * ca.atan2(s, 0.5 * (A[0, 0] + A[1, 1] + A[2, 2] - 1)) / s
+
+
+def _common_joints(model: ArticulatedBody, link1: str, link2: str) -> np.ndarray:
+    """``nv`` numbers: 1 on the velocity coordinates of the joints that move both links, 0 elsewhere."""
+    parent = {j.child: j for j in model.joints}
+
+    def chain(link):
+        out = set()
+        while link in parent:
+            out.add(parent[link].name)
+            link = parent[link].parent
+        return out
+
+    mask = np.zeros(model.nv)
+    for name in chain(link1) & chain(link2):
+        mask[model.joint_v_index[name]] = 1.0
+    return mask
+
+
 def _mean_clamp(s0, s1, r):
     """The mean of ``clamp(s, r)`` over ``s`` between ``s0`` and ``s1`` (``clamp(s1)`` where they coincide)."""
     if r is None:
@@ -228,5 +378,5 @@ def _mean_clamp(s0, s1, r):
 
 @hookimpl
 def pbf_force_models():
-    return [PluginInfo("mj_actuators", "MuJoCo joint actuators (motor, position, velocity, general affine) driven by "
-                       "ctrl, the step's input u", MjActuators)]
+    return [PluginInfo("mj_actuators", "MuJoCo actuators (motor, position, velocity, general affine; joint, "
+                       "fixed-tendon and site transmissions) driven by ctrl, the step's input u", MjActuators)]

@@ -7,7 +7,10 @@
 - ``joint_stiffness``: ``tau = -k (q - q_ref)`` on hinge and slide coordinates (MuJoCo's ``stiffness`` about
   ``springref``). Conservative: potential ``V = 1/2 k (q - q_ref)^2`` (stored energy, in :meth:`energy`).
 - ``gravity_compensation``: MuJoCo's ``gravcomp``: on each listed link the force ``-c m g`` at its centre of
-  mass (``c = 1`` cancels gravity on that link). Conservative: ``V = sum c m g . x_com(q)``.
+  mass (``c = 1`` cancels gravity on that link). Conservative: ``V = sum c m g . x_com(q)``. With ``joints``
+  it acts on those joints' coordinates only (MuJoCo's passive share where other joints say
+  ``actuatorgravcomp``: their share is ``mj_actuators``'): no longer a gradient, it then offers the
+  generalised-force form only.
 - ``joint_friction``: dry friction of magnitude ``f`` on hinge and slide coordinates, regularised as
   ``tau = -f tanh(qd / v_s)`` with the smoothing velocity ``v_s`` (``smoothing``, default 1e-3 rad/s or m/s):
   below ``v_s`` the joint creeps instead of sticking exactly. MuJoCo's ``frictionloss`` is a constraint
@@ -19,7 +22,7 @@
 from __future__ import annotations
 
 import math
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 import casadi as ca
 import numpy as np
@@ -158,6 +161,9 @@ class GravityCompensation(ForceModel):
     Args:
         links: ``{link name: c}`` (``c = 1`` cancels the weight of that link, ``c = 0.5`` half of it; any
             finite number).
+        joints: the joints whose coordinates receive the force (default ``None``: all). A subset makes the
+            force the generalised force restricted to those coordinates, which has no potential: the model
+            then offers the generalised-force form only, stores no energy and may add some.
     """
 
     name = "gravity_compensation"
@@ -165,15 +171,25 @@ class GravityCompensation(ForceModel):
     energy_input = False
     group = True
 
-    def __init__(self, links: Mapping[str, float] | None = None) -> None:
+    def __init__(self, links: Mapping[str, float] | None = None, *, joints: Sequence[str] | None = None) -> None:
         if not isinstance(links, Mapping) or not links:
             raise ValueError(f"{self.name}: links must be a non-empty mapping {{link name: factor}}, got {links!r}")
         self.links = {str(k): finite_number(self.name, f"links[{k!r}]", v) for k, v in links.items()}
+        if joints is not None and (isinstance(joints, (str, bytes)) or not isinstance(joints, Sequence)
+                                   or not all(isinstance(j, str) for j in joints)):
+            raise ValueError(f"{self.name}: joints must be None or a list of joint names, got {joints!r}")
+        self.joints = None if joints is None else [str(j) for j in joints]
+        if self.joints is not None:
+            self.forms = frozenset({ForceForm.GENERALIZED_FORCE})
+            self.energy_input = True
 
     def params(self) -> dict[str, Any]:
-        return {"links": dict(self.links)}
+        return {"links": dict(self.links), "joints": None if self.joints is None else list(self.joints)}
 
     def energy(self, model: ArticulatedBody, q):
+        return None if self.joints is not None else self._energy(model, q)
+
+    def _energy(self, model: ArticulatedBody, q):
         for name in self.links:
             if name not in {x.name for x in model.links}:
                 raise ValueError(f"{self.name}: model {model.name!r} has no link {name!r}")
@@ -186,15 +202,30 @@ class GravityCompensation(ForceModel):
         return V
 
     def potential(self, model, q_next, q_cur, q_prev, dt, t):
-        return self.energy(model, q_next)
+        if self.joints is not None:
+            return super().potential(model, q_next, q_cur, q_prev, dt, t)
+        return self._energy(model, q_next)
 
     def generalized_force(self, model, q, qd, t):
         def build() -> ca.Function:
             qs = ca.SX.sym("q", model.nq)
-            grad = tangent_gradient(model, self.energy, "gravity_compensation_gradient")
-            return ca.Function("gravity_compensation_f", [qs], [-grad(qs)], ["q"], ["f"])
+            grad = tangent_gradient(model, self._energy, "gravity_compensation_gradient")
+            f = -grad(qs)
+            if self.joints is not None:
+                f = f * ca.DM(joint_mask(self.name, model, self.joints))
+            return ca.Function("gravity_compensation_f", [qs], [f], ["q"], ["f"])
 
         return cached_function(model, self, "f", build)(q)
+
+
+def joint_mask(who: str, model: ArticulatedBody, joints) -> np.ndarray:
+    """``nv`` numbers: 1 on the velocity coordinates of ``joints`` (names), 0 elsewhere."""
+    mask = np.zeros(model.nv)
+    for j in joints:
+        if j not in model.joint_v_index:
+            raise ValueError(f"{who}: model {model.name!r} has no joint {j!r}")
+        mask[model.joint_v_index[j]] = 1.0
+    return mask
 
 
 @hookimpl
