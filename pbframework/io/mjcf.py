@@ -186,10 +186,13 @@ def _check_supported(c: _Compiled, equality: str) -> None:
         for attr in ("stiffness", "damping", "frictionloss"):
             if np.any(np.asarray(getattr(m, f"tendon_{attr}")[k]) != 0):
                 raise c.refuse(f"{where}: attribute {attr}")
-    if np.any(np.asarray(m.opt.wind) != 0):
-        raise c.refuse("<option wind> (fluid forces)")
-    if m.opt.density != 0 or m.opt.viscosity != 0:
-        raise c.refuse("<option density / viscosity> (fluid forces)")
+    if m.opt.density != 0 or m.opt.viscosity != 0:      # MuJoCo's fluid forces: the inertia-box model only
+        for g in range(m.ngeom):
+            b = int(m.geom_bodyid[g])
+            if m.geom_fluid[g, 0] > 0 and m.body_mass[b] >= 1e-15 and m.body_weldid[b] != 0:
+                raise c.refuse(f"<geom> {_geom_label(c, g)}: attribute "
+                               f"fluidshape=\"ellipsoid\" (the ellipsoid fluid model; the default inertia-box "
+                               f"model is supported)")
     plugged = np.flatnonzero(np.asarray(m.body_plugin) >= 0)
     if plugged.size:
         raise c.refuse(f"<plugin> on body {c.body_names[int(plugged[0])]!r}")
@@ -332,6 +335,7 @@ def load_mjcf(path: str | os.PathLike, *, limits: bool = True, balance_inertia: 
     geoms_unsupported: list[str] = []
     obstacles = []
     gravcomp: dict[str, float] = {}
+    fluid_axes: dict[str, np.ndarray] = {}   # moving link -> its principal axes of inertia (MuJoCo's iquat)
     dof_coord: dict[int, str] = {}    # MuJoCo dof (hinge / slide) -> pbframework coordinate name
     _static_geoms(c, 0, np.eye(4), obstacles, geoms_unsupported)
     for b in range(1, m.nbody):
@@ -403,6 +407,8 @@ def load_mjcf(path: str | os.PathLike, *, limits: bool = True, balance_inertia: 
             raise ModelError(f"{src}: body {name!r}: {exc}") from None
         if m.body_gravcomp[b] != 0 and not off(mj.mjtDisableBit.mjDSBL_GRAVITY):
             gravcomp[name] = float(m.body_gravcomp[b])
+        if m.body_mass[b] >= 1e-15:      # MuJoCo's fluid forces skip lighter bodies
+            fluid_axes[name] = R
     if not links:
         raise ModelError(f"{src}: no moving body (every body is welded to the world)")
     if geoms_unsupported:
@@ -414,6 +420,14 @@ def load_mjcf(path: str | os.PathLike, *, limits: bool = True, balance_inertia: 
     limits = limits and not off(mj.mjtDisableBit.mjDSBL_LIMIT) and not off(mj.mjtDisableBit.mjDSBL_CONSTRAINT)
     forces: list[tuple[str, dict[str, Any]]] = list(limit_forces(joints, limits))
     forces += _passive_forces(c, dof_coord, gravcomp, off, quaternions)
+    if (m.opt.density != 0 or m.opt.viscosity != 0) and fluid_axes and not (
+            off(mj.mjtDisableBit.mjDSBL_SPRING) and off(mj.mjtDisableBit.mjDSBL_DAMPER)):
+        # MuJoCo's terms act where density / viscosity > 0; it skips all passive forces when springs and
+        # dampers are both disabled
+        forces.append(("fluid_drag", {"density": max(float(m.opt.density), 0.0),
+                                      "viscosity": max(float(m.opt.viscosity), 0.0),
+                                      "wind": [float(x) for x in m.opt.wind], "links": list(fluid_axes),
+                                      "axes": {k: A.tolist() for k, A in fluid_axes.items()}}))
     limited = [k for k in range(m.ntendon) if m.tendon_limited[k]]
     if limited and limits:
         forces.append(("tendon_limits", {"tendons": [
