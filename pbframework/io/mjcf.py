@@ -187,6 +187,10 @@ def _check_supported(c: _Compiled, equality: str) -> None:
             if np.any(np.asarray(getattr(m, f"tendon_{attr}")[k]) != 0):
                 raise c.refuse(f"{where}: attribute {attr}")
     if m.opt.density != 0 or m.opt.viscosity != 0:      # MuJoCo's fluid forces: the inertia-box model only
+        for attr, value in (("density", m.opt.density), ("viscosity", m.opt.viscosity), ("wind", m.opt.wind)):
+            if not np.all(np.isfinite(value)):
+                raise c.refuse(f"<option {attr}=\"{' '.join(str(float(x)) for x in np.ravel(value))}\"> (fluid "
+                               f"forces need finite numbers)")
         for g in range(m.ngeom):
             b = int(m.geom_bodyid[g])
             if m.geom_fluid[g, 0] > 0 and m.body_mass[b] >= 1e-15 and m.body_weldid[b] != 0:

@@ -121,6 +121,7 @@ class FluidDrag(ForceModel):
                 continue
             inertia = np.asarray(link.inertia, float)
             A = self.axes[link.name] if link.name in self.axes else np.linalg.eigh(inertia)[1]
+            A = A * np.array([1.0, 1.0, np.sign(np.linalg.det(A))])       # a rotation (no mirror)
             out.append((i, A, inertia_box(link.mass, np.diag(A.T @ inertia @ A))))
         return out
 
