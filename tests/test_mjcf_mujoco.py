@@ -673,3 +673,15 @@ def test_the_ellipsoid_fluid_model_is_refused_in_one_line(tmp_path):
         pbf.load_mjcf(write(tmp_path, "fluid.xml", text))
     still = text.replace('density="1.225" viscosity="1.8e-5"', "")     # no fluid: the shape means nothing
     assert "fluid_drag" not in dict(pbf.load_mjcf(write(tmp_path, "still.xml", still)).default_forces)
+
+
+def test_fluid_forces_go_with_mujocos_passive_forces_flags(tmp_path, rng):
+    """MuJoCo skips every passive force, fluid forces included, only when springs and dampers are both off."""
+    path = write(tmp_path, "fluid.xml", FLUID)
+    assert "fluid_drag" in dict(pbf.load_mjcf(path, disable=("damper",)).default_forces)
+    flagged = write(tmp_path, "off.xml", FLUID.replace('<worldbody>', '<option><flag spring="disable" '
+                                                       'damper="disable"/></option><worldbody>', 1))
+    assert dict(pbf.load_mjcf(flagged).default_forces) == {}
+    for p in (path, flagged):
+        worst = compare(p, rng)
+        assert max(worst.values()) <= TOL, (p.name, worst)

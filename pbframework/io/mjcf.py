@@ -30,7 +30,8 @@ Forces (``model.default_forces``; a :class:`~pbframework.simulate.Simulator` add
 ----------------------------------------------------------------------------------------------------------
 - ``joint_damping`` from ``damping``; ``joint_stiffness`` from ``stiffness`` about ``springref``;
   ``gravity_compensation`` from ``gravcomp`` (its share on joints that say ``actuatorgravcomp`` is
-  ``mj_actuators``', clamped with the actuators by ``actuatorfrcrange``, as MuJoCo adds it to ``qfrc_actuator``); ``joint_friction`` from ``frictionloss`` (MuJoCo's dry friction
+  ``mj_actuators``', clamped with the actuators by ``actuatorfrcrange``, as MuJoCo adds it to ``qfrc_actuator``); ``fluid_drag`` from ``<option density / viscosity / wind>`` (MuJoCo's inertia-box
+  fluid model, :mod:`pbframework.plugins.forces.fluid`); ``joint_friction`` from ``frictionloss`` (MuJoCo's dry friction
   is a constraint; here a smooth ``tanh`` regularisation, see :mod:`pbframework.plugins.forces.passive`);
   ``joint_limits`` where a joint is limited and ``tendon_limits`` where a fixed tendon is (``limits=True``;
   MuJoCo's limits are constraints, here a stiff one-sided spring); ``mj_actuators`` from ``<actuator>`` (the control vector, MuJoCo's ``ctrl``, is the
@@ -45,7 +46,7 @@ Forces (``model.default_forces``; a :class:`~pbframework.simulate.Simulator` add
 ``<equality>`` constraints are refused unless ``equality="disable"`` (module function) leaves them out as
 MuJoCo's ``<flag equality="disable"/>`` does. Whatever else the mapping cannot represent (spatial tendons,
 actuators with activation dynamics, body and slider-crank transmissions,
-springs on ball / free joints, fluid forces, mocap bodies, ...) is a :class:`~pbframework.model.ModelError` at
+springs on ball / free joints, the ellipsoid fluid model, mocap bodies, ...) is a :class:`~pbframework.model.ModelError` at
 load naming the element, the attribute and the file.
 """
 
