@@ -80,9 +80,19 @@ def test_the_principal_axes_are_found_from_the_inertia_and_the_wind_is_relative(
 
 
 def test_its_derivatives_match_finite_differences(rng):
-    """d tau / d qd and d tau / d e (the tangent displacement q (+) e) on a free box and on a three-link chain."""
-    for model in (free_box(), pbf.models.chain(3, "revolute")):
-        fluid = pbf.force_model("fluid_drag", density=50.0, viscosity=0.2, wind=(0.3, 0.0, -0.4))
+    """d tau / d qd and d tau / d e (the tangent displacement q (+) e) on a free box and on a three-link chain,
+    with inertia boxes and with MuJoCo's ellipsoid model (every lift and drag coefficient non-zero)."""
+    frame = np.eye(4)
+    turn = np.array([0.3, -0.2, 0.1, 0.9])
+    frame[:3, :3] = np.asarray(ca.DM(pbf.kinematics.quaternion_matrix(turn / np.linalg.norm(turn))))
+    frame[:3, 3] = (0.05, 0.1, -0.02)
+    shell = {"frame": frame.tolist(), "semiaxes": [0.2, 0.1, 0.05],
+             "coefficients": [1.0, 0.5, 0.25, 1.5, 1.0, 1.0, 0.01, 0.02, 0.005, 1e-4, 2e-4, 3e-4]}
+    for model, ellipsoids in ((free_box(), None), (free_box(), {"box": [shell]}),
+                              (pbf.models.chain(3, "revolute"), None), (pbf.models.chain(3, "revolute"),
+                                                                        {"link1": [shell, shell]})):
+        fluid = pbf.force_model("fluid_drag", density=50.0, viscosity=0.2, wind=(0.3, 0.0, -0.4),
+                                ellipsoids=ellipsoids)
         q, e, v = ca.SX.sym("q", model.nq), ca.SX.sym("e", model.nv), ca.SX.sym("v", model.nv)
         qe = q_integrate(model)(q, e) if model.on_group else q + e
         tau = fluid.generalized_force(model, qe, v, 0.0)
@@ -105,6 +115,8 @@ def test_parameters_are_checked_where_they_are_given():
         pbf.force_model("fluid_drag", wind=(1.0, float("nan"), 0.0))
     with pytest.raises(ValueError, match=r"fluid_drag: axes\['box'\] must be a 3 x 3 rotation"):
         pbf.force_model("fluid_drag", axes={"box": np.diag([1.0, 1.0, -1.0])})
+    with pytest.raises(ValueError, match=r"fluid_drag: ellipsoids\['box'\]\[0\] must be \{'frame'"):
+        pbf.force_model("fluid_drag", ellipsoids={"box": [{"frame": np.eye(4), "semiaxes": [0.1, 0.1]}]})
     with pytest.raises(ValueError, match=r"fluid_drag: model 'box' has no link\(s\) \['hull'\]"):
         pbf.force_model("fluid_drag", density=1.0, links=["hull"]).generalized_force(free_box(), free_box().neutral(),
                                                                                    np.zeros(6), 0.0)

@@ -636,9 +636,13 @@ def test_fluid_forces_are_mujocos_inertia_box_model(tmp_path, rng, option):
     assert max(total.values()) <= TOL, total
 
 
-def test_fluid_forces_dissipate_in_still_air_and_a_wind_can_push(tmp_path, rng):
-    still = pbf.load_mjcf(write(tmp_path, "still.xml", FLUID.replace('wind="0.7 -0.3 0.2"', "")))
-    windy = pbf.load_mjcf(write(tmp_path, "windy.xml", FLUID))
+@pytest.mark.parametrize("model_text", ["FLUID", "ELLIPSOIDS"])
+def test_fluid_forces_dissipate_in_still_air_and_a_wind_can_push(tmp_path, rng, model_text):
+    """Power tau . qd < 0 at random states in still air (the ellipsoids' added mass and lift do no work), > 0
+    somewhere at rest in a wind; an rk4 rollout's energy (no gravity) only falls."""
+    text = globals()[model_text]
+    still = pbf.load_mjcf(write(tmp_path, "still.xml", text.replace('wind="0.7 -0.3 0.2"', "")))
+    windy = pbf.load_mjcf(write(tmp_path, "windy.xml", text))
     (calm,) = forces_of(still, ("fluid_drag",))
     (wind,) = forces_of(windy, ("fluid_drag",))
     assert calm.dissipative and not calm.energy_input and wind.energy_input and not wind.dissipative
@@ -665,14 +669,51 @@ def test_a_cube_falls_at_its_terminal_velocity_in_water(tmp_path):
         assert tr.status.value == "ok" and tr.qd[-1][2] == pytest.approx(-terminal, rel=tol), integrator
 
 
-def test_the_ellipsoid_fluid_model_is_refused_in_one_line(tmp_path):
-    text = FLUID.replace('<geom type="box" size="0.1 0.1 0.1"/>', '<geom name="shell" type="box" size="0.1 0.1 0.1" '
-                         'fluidshape="ellipsoid"/>')
-    with pytest.raises(ModelError, match=r"fluid.xml: <geom> box 'shell' of body 'cube': attribute "
-                                         r"fluidshape=\"ellipsoid\" \(the ellipsoid fluid model.*\) is not supported"):
-        pbf.load_mjcf(write(tmp_path, "fluid.xml", text))
-    still = text.replace('density="1.225" viscosity="1.8e-5"', "")     # no fluid: the shape means nothing
-    assert "fluid_drag" not in dict(pbf.load_mjcf(write(tmp_path, "still.xml", still)).default_forces)
+ELLIPSOIDS = FLUID.replace('<geom type="box" size="0.2 0.1 0.05" euler="10 20 30"/>', '<geom type="box" size="0.2 '
+                           '0.1 0.05" euler="10 20 30" fluidshape="ellipsoid" fluidcoef="0.5 0.25 1.5 1.0 1.0"/><geom '
+                           'type="capsule" size="0.05 0.1" pos="-0.2 0 0" euler="0 40 10" fluidshape="ellipsoid"/>'
+                           ).replace('<geom type="capsule" fromto="0 0 0 0.3 0.05 0" size="0.02"/>', '<geom '
+                           'type="cylinder" fromto="0 0 0 0.3 0.05 0" size="0.02" contype="0" conaffinity="0" '
+                           'fluidshape="ellipsoid" fluidcoef="0.3 0.2 1.2 2.0 0.5"/>')
+"""FLUID with MuJoCo's ellipsoid model on the hull (a box with its own coefficients, a capsule with the default
+ones; its sphere, without fluidshape, feels nothing) and the forearm (a cylinder that does not collide; its
+sphere feels nothing);
+the cube and the upper arm keep the inertia box."""
+
+
+@pytest.mark.parametrize("option", ['density="1.225" viscosity="1.8e-5"', 'density="0" viscosity="0.3"',
+                                    'density="1000" viscosity="0"'], ids=["air", "viscous", "water"])
+def test_the_ellipsoid_fluid_model_is_mujocos(tmp_path, rng, option):
+    """Added mass, Magnus and Kutta lift, blunt / slender / angular drag per geom, against qfrc_fluid and in
+    qfrc_passive, beside inertia boxes, at random states; at rest in still water no force and a finite
+    Jacobian."""
+    path = write(tmp_path, "ellipsoids.xml", ELLIPSOIDS.replace('density="1.225" viscosity="1.8e-5"', option))
+    model = pbf.load_mjcf(path)
+    spec = dict(model.default_forces)["fluid_drag"]
+    assert {k: len(v) for k, v in spec["ellipsoids"].items()} == {"hull": 2, "fore": 1}
+    (fluid,) = forces_of(model, ("fluid_drag",))
+    m = mujoco.MjModel.from_xml_path(str(path))
+    d = mujoco.MjData(m)
+    worst = 0.0
+    for _ in range(8):
+        q, v = random_state(model, rng)
+        v *= 5
+        d.qpos[:], d.qvel[:] = to_mujoco(model, q, v)
+        mujoco.mj_forward(m, d)
+        T = pbf.io.mjcf.mujoco_velocity_map(model, q)
+        f = np.asarray(fluid.generalized_force(model, q, v, 0.0)).ravel()
+        assert np.linalg.norm(d.qfrc_fluid) > 0.1
+        worst = max(worst, rel_err(f, T.T @ d.qfrc_fluid))
+    assert worst <= TOL, worst
+    total = compare(path, rng, states=8)
+    assert max(total.values()) <= TOL, total
+    import casadi as ca
+
+    still = force_model("fluid_drag", **{**spec, "wind": [0.0, 0.0, 0.0]})
+    qs, vs = ca.SX.sym("q", model.nq), ca.SX.sym("v", model.nv)
+    tau = still.generalized_force(model, qs, vs, 0.0)
+    at_rest = ca.Function("f", [qs, vs], [tau, ca.jacobian(tau, vs)])(model.neutral(), np.zeros(model.nv))
+    assert not np.asarray(at_rest[0]).any() and np.all(np.isfinite(np.asarray(at_rest[1])))
 
 
 def test_fluid_forces_go_with_mujocos_passive_forces_flags(tmp_path, rng):

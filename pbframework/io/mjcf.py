@@ -30,8 +30,10 @@ Forces (``model.default_forces``; a :class:`~pbframework.simulate.Simulator` add
 ----------------------------------------------------------------------------------------------------------
 - ``joint_damping`` from ``damping``; ``joint_stiffness`` from ``stiffness`` about ``springref``;
   ``gravity_compensation`` from ``gravcomp`` (its share on joints that say ``actuatorgravcomp`` is
-  ``mj_actuators``', clamped with the actuators by ``actuatorfrcrange``, as MuJoCo adds it to ``qfrc_actuator``); ``fluid_drag`` from ``<option density / viscosity / wind>`` (MuJoCo's inertia-box
-  fluid model, :mod:`pbframework.plugins.forces.fluid`); ``joint_friction`` from ``frictionloss`` (MuJoCo's dry friction
+  ``mj_actuators``', clamped with the actuators by ``actuatorfrcrange``, as MuJoCo adds it to ``qfrc_actuator``);
+  ``fluid_drag`` from ``<option density / viscosity / wind>`` (MuJoCo's fluid forces: its inertia-box model, and
+  its ellipsoid model on bodies with ``fluidshape="ellipsoid"`` geoms, :mod:`pbframework.plugins.forces.fluid`);
+  ``joint_friction`` from ``frictionloss`` (MuJoCo's dry friction
   is a constraint; here a smooth ``tanh`` regularisation, see :mod:`pbframework.plugins.forces.passive`);
   ``joint_limits`` where a joint is limited and ``tendon_limits`` where a fixed tendon is (``limits=True``;
   MuJoCo's limits are constraints, here a stiff one-sided spring); ``mj_actuators`` from ``<actuator>`` (the control vector, MuJoCo's ``ctrl``, is the
@@ -46,7 +48,7 @@ Forces (``model.default_forces``; a :class:`~pbframework.simulate.Simulator` add
 ``<equality>`` constraints are refused unless ``equality="disable"`` (module function) leaves them out as
 MuJoCo's ``<flag equality="disable"/>`` does. Whatever else the mapping cannot represent (spatial tendons,
 actuators with activation dynamics, body and slider-crank transmissions,
-springs on ball / free joints, the ellipsoid fluid model, mocap bodies, ...) is a :class:`~pbframework.model.ModelError` at
+springs on ball / free joints, mocap bodies, ...) is a :class:`~pbframework.model.ModelError` at
 load naming the element, the attribute and the file.
 """
 
@@ -187,17 +189,11 @@ def _check_supported(c: _Compiled, equality: str) -> None:
         for attr in ("stiffness", "damping", "frictionloss"):
             if np.any(np.asarray(getattr(m, f"tendon_{attr}")[k]) != 0):
                 raise c.refuse(f"{where}: attribute {attr}")
-    if m.opt.density != 0 or m.opt.viscosity != 0:      # MuJoCo's fluid forces: the inertia-box model only
+    if m.opt.density != 0 or m.opt.viscosity != 0:      # MuJoCo's fluid forces
         for attr, value in (("density", m.opt.density), ("viscosity", m.opt.viscosity), ("wind", m.opt.wind)):
             if not np.all(np.isfinite(value)):
                 raise c.refuse(f"<option {attr}=\"{' '.join(str(float(x)) for x in np.ravel(value))}\"> (fluid "
                                f"forces need finite numbers)")
-        for g in range(m.ngeom):
-            b = int(m.geom_bodyid[g])
-            if m.geom_fluid[g, 0] > 0 and m.body_mass[b] >= 1e-15 and m.body_weldid[b] != 0:
-                raise c.refuse(f"<geom> {_geom_label(c, g)}: attribute "
-                               f"fluidshape=\"ellipsoid\" (the ellipsoid fluid model; the default inertia-box "
-                               f"model is supported)")
     plugged = np.flatnonzero(np.asarray(m.body_plugin) >= 0)
     if plugged.size:
         raise c.refuse(f"<plugin> on body {c.body_names[int(plugged[0])]!r}")
@@ -341,6 +337,7 @@ def load_mjcf(path: str | os.PathLike, *, limits: bool = True, balance_inertia: 
     obstacles = []
     gravcomp: dict[str, float] = {}
     fluid_axes: dict[str, np.ndarray] = {}   # moving link -> its principal axes of inertia (MuJoCo's iquat)
+    fluid_ellipsoids: dict[str, list] = {}   # moving link -> its geoms' ellipsoids (fluidshape="ellipsoid")
     dof_coord: dict[int, str] = {}    # MuJoCo dof (hinge / slide) -> pbframework coordinate name
     _static_geoms(c, 0, np.eye(4), obstacles, geoms_unsupported)
     for b in range(1, m.nbody):
@@ -414,6 +411,11 @@ def load_mjcf(path: str | os.PathLike, *, limits: bool = True, balance_inertia: 
             gravcomp[name] = float(m.body_gravcomp[b])
         if m.body_mass[b] >= 1e-15:      # MuJoCo's fluid forces skip lighter bodies
             fluid_axes[name] = R
+            if any(m.geom_fluid[g, 0] > 0 for g in _geoms(m, b)):      # the ellipsoid model, geom by geom
+                fluid_ellipsoids[name] = [{"frame": (X[b] @ _pose(m.geom_pos[g], m.geom_quat[g])).tolist(),
+                                           "semiaxes": _semiaxes(mj, int(m.geom_type[g]), m.geom_size[g]),
+                                           "coefficients": [float(x) for x in m.geom_fluid[g]]}
+                                          for g in _geoms(m, b) if m.geom_fluid[g, 0] != 0]
     if not links:
         raise ModelError(f"{src}: no moving body (every body is welded to the world)")
     if geoms_unsupported:
@@ -432,7 +434,8 @@ def load_mjcf(path: str | os.PathLike, *, limits: bool = True, balance_inertia: 
         forces.append(("fluid_drag", {"density": max(float(m.opt.density), 0.0),
                                       "viscosity": max(float(m.opt.viscosity), 0.0),
                                       "wind": [float(x) for x in m.opt.wind], "links": list(fluid_axes),
-                                      "axes": {k: A.tolist() for k, A in fluid_axes.items()}}))
+                                      "axes": {k: A.tolist() for k, A in fluid_axes.items()},
+                                      "ellipsoids": fluid_ellipsoids}))
     limited = [k for k in range(m.ntendon) if m.tendon_limited[k]]
     if limited and limits:
         forces.append(("tendon_limits", {"tendons": [
@@ -533,6 +536,18 @@ def _geom_label(c: _Compiled, g: int) -> str:
     kind = c.mj.mjtGeom(int(c.m.geom_type[g])).name.split('_', 1)[1].lower()
     return f"{kind} {name!r} of body {c.body_names[int(c.m.geom_bodyid[g])]!r}" if name else \
         f"{kind} number {g} of body {c.body_names[int(c.m.geom_bodyid[g])]!r}"
+
+
+def _semiaxes(mj, kind: int, size) -> list[float]:
+    """MuJoCo's ``mju_geomSemiAxes``: the semi-axes of a geom's equivalent ellipsoid for the fluid model."""
+    s = [float(x) for x in size]
+    if kind == mj.mjtGeom.mjGEOM_SPHERE:
+        return [s[0]] * 3
+    if kind == mj.mjtGeom.mjGEOM_CAPSULE:
+        return [s[0], s[0], s[1] + s[0]]
+    if kind == mj.mjtGeom.mjGEOM_CYLINDER:
+        return [s[0], s[0], s[1]]
+    return s
 
 
 def _geoms(m, b: int) -> range:
