@@ -1,4 +1,5 @@
-"""MuJoCo's fluid forces, its default inertia-box model (issue 25), as ``mj_inertiaBoxFluidModel`` computes them.
+"""MuJoCo's fluid forces (issue 25): its default inertia-box model and its ellipsoid model, as
+``mj_inertiaBoxFluidModel`` and ``mj_ellipsoidFluidModel`` compute them.
 
 Each link in the fluid is replaced by the box of uniform density with its mass ``m`` and principal moments
 ``I0, I1, I2`` about its centre of mass, edge lengths ``b_k = sqrt(max(1e-15, I_i + I_j - I_k) / m * 6)``
@@ -34,7 +35,7 @@ inertia ``I_v``), in the geom's frame at its origin, with ``v`` and ``w`` the ge
 
 all scaled by ``c``. Added mass and lift do no work (each is a cross product with the velocity it meets), so
 this model too only removes energy in still fluid. Its ``|v|`` and projected area are not differentiable at
-rest; there their derivatives are taken as zero (the force and its value are MuJoCo's).
+rest; there their derivatives are taken as zero (the values stay MuJoCo's).
 
 The principal axes matter where moments repeat (a cube, a cylinder): the quadratic drag ``|v_k| v_k`` is not
 invariant under a turn of the axes about a symmetry axis. ``axes`` gives them per link (``load_mjcf`` passes
@@ -71,8 +72,8 @@ def inertia_box(mass: float, moments: Sequence[float]) -> np.ndarray:
 
 
 class FluidDrag(ForceModel):
-    """MuJoCo's inertia-box fluid model (module docstring): viscous and quadratic drag on each link's
-    equivalent box, in a wind.
+    """MuJoCo's fluid models (module docstring): viscous and quadratic drag on each link's equivalent box, or
+    MuJoCo's ellipsoid model on the links in ``ellipsoids``, in a wind.
 
     Args:
         density: ``rho`` >= 0 (kg/m^3): quadratic drag (MJCF ``<option density>``; air 1.2, water 1000).
@@ -260,5 +261,6 @@ def ellipsoid_wrench(v, w, rho: float, mu: float, semiaxes: Sequence[float], coe
 
 @hookimpl
 def pbf_force_models():
-    return [PluginInfo("fluid_drag", "MuJoCo's inertia-box fluid forces: viscous and quadratic drag on each link's "
-                                     "equivalent box, in a wind (MJCF density, viscosity, wind)", FluidDrag)]
+    return [PluginInfo("fluid_drag", "MuJoCo's fluid forces: viscous and quadratic drag on each link's equivalent "
+                                     "box or its geoms' ellipsoids, in a wind (MJCF density, viscosity, wind, "
+                                     "fluidshape)", FluidDrag)]
