@@ -708,8 +708,8 @@ MJCF_ERRORS = [   # MuJoCo's compiler reads the file: its messages, after the fi
      ["actuator", "dyntype='filter'", "activation state"]),
     ("body-transmission", ('</worldbody>', '</worldbody><actuator><adhesion body="leg" ctrlrange="0 1"/></actuator>'),
      ["actuator", "body transmission"]),
-    ("fluid", ('<compiler angle="radian"/>', '<compiler angle="radian"/><option density="1.2"/>'),
-     ["<option density / viscosity>"]),
+    ("fluid-wind", ('<compiler angle="radian"/>', '<compiler angle="radian"/><option density="1.2" wind="nan 0 0"/>'),
+     ['<option wind="nan 0.0 0.0">', "fluid forces need finite numbers"]),
 ]
 
 

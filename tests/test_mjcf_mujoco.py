@@ -588,3 +588,141 @@ def test_joint_actuators_keep_a_potential_whose_gradient_is_minus_their_force(tm
         grad = ca.Function("g", [qn], [ca.gradient(acts.potential(model, qn, qc, qc, h, 0.0, u=u), qn)])
         tau = np.asarray(acts.generalized_force(model, q1, qd, 0.0, u=u)).ravel()
         assert rel_err(-np.asarray(grad(q1)).ravel(), tau) <= TOL and np.abs(tau).max() > 0.1
+
+
+FLUID = """<mujoco><option gravity="0 0 -9.81" density="1.225" viscosity="1.8e-5" wind="0.7 -0.3 0.2"
+    magnetic="0.1 0.2 -0.4"/>
+  <worldbody>
+    <body name="hull" pos="0 0 1"><freejoint/>
+      <geom type="box" size="0.2 0.1 0.05" euler="10 20 30"/><geom type="sphere" size="0.05" pos="0.2 0.1 0" mass="0.3"/>
+    </body>
+    <body name="cube" pos="1 0 1" euler="0 30 0"><freejoint/><geom type="box" size="0.1 0.1 0.1"/></body>
+    <body name="upper" pos="0 1 0.5"><joint name="shoulder" axis="0 1 0" damping="0.3"/>
+      <geom type="capsule" fromto="0 0 0 0.4 0 0" size="0.04"/>
+      <body name="fore" pos="0.4 0 0"><joint name="elbow" axis="0 0.6 0.8" pos="0.02 0 0"/>
+        <geom type="sphere" size="0.06" pos="0.15 0 0"/><geom type="capsule" fromto="0 0 0 0.3 0.05 0" size="0.02"/>
+        <body name="tip" pos="0.3 0 0"><site name="s"/></body></body></body>
+  </worldbody></mujoco>"""
+"""A free box with a sphere (no repeated moments), a free cube (three equal ones: MuJoCo's principal axes
+matter) and a two-link arm with a massless tip, in air with a wind; the magnetic field does nothing."""
+
+
+@pytest.mark.parametrize("option", ['density="1.225" viscosity="1.8e-5"', 'density="0" viscosity="0.3"',
+                                    'density="1000" viscosity="0"'], ids=["air", "viscous", "water"])
+def test_fluid_forces_are_mujocos_inertia_box_model(tmp_path, rng, option):
+    """fluid_drag against MuJoCo's qfrc_fluid alone, and in the total qfrc_passive (with the arm's damping), at
+    random states (free bodies at random orientations, velocities in [-10, 10]): each term on its own (viscous
+    only, quadratic only) and both, all with the wind."""
+    path = write(tmp_path, "fluid.xml", FLUID.replace('density="1.225" viscosity="1.8e-5"', option))
+    model = pbf.load_mjcf(path)
+    assert [n for n, _ in model.default_forces] == ["joint_damping", "fluid_drag"]
+    (fluid,) = forces_of(model, ("fluid_drag",))
+    assert fluid.forms == {pbf.ForceForm.GENERALIZED_FORCE} and fluid.params()["links"] == ["hull", "cube", "upper",
+                                                                                              "fore"]
+    m = mujoco.MjModel.from_xml_path(str(path))
+    d = mujoco.MjData(m)
+    worst = 0.0
+    for _ in range(8):
+        q, v = random_state(model, rng)
+        v *= 5
+        d.qpos[:], d.qvel[:] = to_mujoco(model, q, v)
+        mujoco.mj_forward(m, d)
+        T = pbf.io.mjcf.mujoco_velocity_map(model, q)
+        f = np.asarray(fluid.generalized_force(model, q, v, 0.0)).ravel()
+        assert np.linalg.norm(d.qfrc_fluid) > 0.1
+        worst = max(worst, rel_err(f, T.T @ d.qfrc_fluid))
+    assert worst <= TOL, worst
+    total = compare(path, rng, states=8)
+    assert max(total.values()) <= TOL, total
+
+
+@pytest.mark.parametrize("model_text", ["FLUID", "ELLIPSOIDS"])
+def test_fluid_forces_dissipate_in_still_air_and_a_wind_can_push(tmp_path, rng, model_text):
+    """Power tau . qd < 0 at random states in still air (the ellipsoids' added mass and lift do no work), > 0
+    somewhere at rest in a wind; an rk4 rollout's energy (no gravity) only falls."""
+    text = globals()[model_text]
+    still = pbf.load_mjcf(write(tmp_path, "still.xml", text.replace('wind="0.7 -0.3 0.2"', "")))
+    windy = pbf.load_mjcf(write(tmp_path, "windy.xml", text))
+    (calm,) = forces_of(still, ("fluid_drag",))
+    (wind,) = forces_of(windy, ("fluid_drag",))
+    assert calm.dissipative and not calm.energy_input and wind.energy_input and not wind.dissipative
+    powers = []
+    for _ in range(20):
+        q, v = random_state(still, rng)
+        assert float(np.asarray(calm.generalized_force(still, q, v, 0.0)).ravel() @ v) < 0
+        powers.append(float(np.asarray(wind.generalized_force(windy, q, 0.0 * v, 0.0)).ravel() @ v))
+    assert max(powers) > 0                                # at rest in a wind: pushed, energy in
+    q0, v0 = still.neutral(), np.r_[0.5, -0.2, 0.3, 2.0, -1.0, 3.0, 0.1, 0.2, 0.3, -4.0, 2.0, 1.0, 3.0, -2.0]
+    tr = pbf.Simulator(still, "rk4", dt=1e-3, forces=[]).rollout(q0, v0, duration=0.2)
+    assert tr.status.value == "ok" and np.all(np.diff(tr.energy) <= 1e-12) and tr.energy[-1] < tr.energy[0]
+
+
+def test_a_cube_falls_at_its_terminal_velocity_in_water(tmp_path):
+    """Quadratic drag alone: a cube of side s falling face first along z reaches rho s^2 v^2 / 2 = m g (within
+    2e-7 after 2 s with rk4 at 2 ms, 2e-5 with pbad at 50 ms, measured)."""
+    text = """<mujoco><option gravity="0 0 -9.81" density="1000"/><worldbody><body name="cube"><freejoint/>
+      <geom type="box" size="0.05 0.05 0.05" density="3000"/></body></worldbody></mujoco>"""
+    model = pbf.load_mjcf(write(tmp_path, "cube.xml", text))
+    terminal = np.sqrt(2 * 3.0 * 9.81 / (1000 * 0.1 ** 2))
+    for integrator, dt, tol in (("rk4", 2e-3, 1e-6), ("pbad", 0.05, 1e-4)):   # pbad takes it as a force
+        tr = pbf.Simulator(model, integrator, dt=dt).rollout(model.neutral(), np.zeros(model.nv), duration=2.0)
+        assert tr.status.value == "ok" and tr.qd[-1][2] == pytest.approx(-terminal, rel=tol), integrator
+
+
+ELLIPSOIDS = FLUID.replace('<geom type="box" size="0.2 0.1 0.05" euler="10 20 30"/>', '<geom type="box" size="0.2 '
+                           '0.1 0.05" euler="10 20 30" fluidshape="ellipsoid" fluidcoef="0.5 0.25 1.5 1.0 1.0"/><geom '
+                           'type="capsule" size="0.05 0.1" pos="-0.2 0 0" euler="0 40 10" fluidshape="ellipsoid"/>'
+                           ).replace('<geom type="capsule" fromto="0 0 0 0.3 0.05 0" size="0.02"/>', '<geom '
+                           'type="cylinder" fromto="0 0 0 0.3 0.05 0" size="0.02" contype="0" conaffinity="0" '
+                           'fluidshape="ellipsoid" fluidcoef="0.3 0.2 1.2 2.0 0.5"/>')
+"""FLUID with MuJoCo's ellipsoid model on the hull (a box with its own coefficients, a capsule with the default
+ones; its sphere, without fluidshape, feels nothing) and the forearm (a cylinder that does not collide; its
+sphere feels nothing);
+the cube and the upper arm keep the inertia box."""
+
+
+@pytest.mark.parametrize("option", ['density="1.225" viscosity="1.8e-5"', 'density="0" viscosity="0.3"',
+                                    'density="1000" viscosity="0"'], ids=["air", "viscous", "water"])
+def test_the_ellipsoid_fluid_model_is_mujocos(tmp_path, rng, option):
+    """Added mass, Magnus and Kutta lift, blunt / slender / angular drag per geom, against qfrc_fluid and in
+    qfrc_passive, beside inertia boxes, at random states; at rest in still water no force and a finite
+    Jacobian."""
+    path = write(tmp_path, "ellipsoids.xml", ELLIPSOIDS.replace('density="1.225" viscosity="1.8e-5"', option))
+    model = pbf.load_mjcf(path)
+    spec = dict(model.default_forces)["fluid_drag"]
+    assert {k: len(v) for k, v in spec["ellipsoids"].items()} == {"hull": 2, "fore": 1}
+    (fluid,) = forces_of(model, ("fluid_drag",))
+    m = mujoco.MjModel.from_xml_path(str(path))
+    d = mujoco.MjData(m)
+    worst = 0.0
+    for _ in range(8):
+        q, v = random_state(model, rng)
+        v *= 5
+        d.qpos[:], d.qvel[:] = to_mujoco(model, q, v)
+        mujoco.mj_forward(m, d)
+        T = pbf.io.mjcf.mujoco_velocity_map(model, q)
+        f = np.asarray(fluid.generalized_force(model, q, v, 0.0)).ravel()
+        assert np.linalg.norm(d.qfrc_fluid) > 0.1
+        worst = max(worst, rel_err(f, T.T @ d.qfrc_fluid))
+    assert worst <= TOL, worst
+    total = compare(path, rng, states=8)
+    assert max(total.values()) <= TOL, total
+    import casadi as ca
+
+    still = force_model("fluid_drag", **{**spec, "wind": [0.0, 0.0, 0.0]})
+    qs, vs = ca.SX.sym("q", model.nq), ca.SX.sym("v", model.nv)
+    tau = still.generalized_force(model, qs, vs, 0.0)
+    at_rest = ca.Function("f", [qs, vs], [tau, ca.jacobian(tau, vs)])(model.neutral(), np.zeros(model.nv))
+    assert not np.asarray(at_rest[0]).any() and np.all(np.isfinite(np.asarray(at_rest[1])))
+
+
+def test_fluid_forces_go_with_mujocos_passive_forces_flags(tmp_path, rng):
+    """MuJoCo skips every passive force, fluid forces included, only when springs and dampers are both off."""
+    path = write(tmp_path, "fluid.xml", FLUID)
+    assert "fluid_drag" in dict(pbf.load_mjcf(path, disable=("damper",)).default_forces)
+    flagged = write(tmp_path, "off.xml", FLUID.replace('<worldbody>', '<option><flag spring="disable" '
+                                                       'damper="disable"/></option><worldbody>', 1))
+    assert dict(pbf.load_mjcf(flagged).default_forces) == {}
+    for p in (path, flagged):
+        worst = compare(p, rng)
+        assert max(worst.values()) <= TOL, (p.name, worst)

@@ -30,7 +30,10 @@ Forces (``model.default_forces``; a :class:`~pbframework.simulate.Simulator` add
 ----------------------------------------------------------------------------------------------------------
 - ``joint_damping`` from ``damping``; ``joint_stiffness`` from ``stiffness`` about ``springref``;
   ``gravity_compensation`` from ``gravcomp`` (its share on joints that say ``actuatorgravcomp`` is
-  ``mj_actuators``', clamped with the actuators by ``actuatorfrcrange``, as MuJoCo adds it to ``qfrc_actuator``); ``joint_friction`` from ``frictionloss`` (MuJoCo's dry friction
+  ``mj_actuators``', clamped with the actuators by ``actuatorfrcrange``, as MuJoCo adds it to ``qfrc_actuator``);
+  ``fluid_drag`` from ``<option density / viscosity / wind>`` (MuJoCo's fluid forces: its inertia-box model, and
+  its ellipsoid model on bodies with ``fluidshape="ellipsoid"`` geoms, :mod:`pbframework.plugins.forces.fluid`);
+  ``joint_friction`` from ``frictionloss`` (MuJoCo's dry friction
   is a constraint; here a smooth ``tanh`` regularisation, see :mod:`pbframework.plugins.forces.passive`);
   ``joint_limits`` where a joint is limited and ``tendon_limits`` where a fixed tendon is (``limits=True``;
   MuJoCo's limits are constraints, here a stiff one-sided spring); ``mj_actuators`` from ``<actuator>`` (the control vector, MuJoCo's ``ctrl``, is the
@@ -45,7 +48,7 @@ Forces (``model.default_forces``; a :class:`~pbframework.simulate.Simulator` add
 ``<equality>`` constraints are refused unless ``equality="disable"`` (module function) leaves them out as
 MuJoCo's ``<flag equality="disable"/>`` does. Whatever else the mapping cannot represent (spatial tendons,
 actuators with activation dynamics, body and slider-crank transmissions,
-springs on ball / free joints, fluid forces, mocap bodies, ...) is a :class:`~pbframework.model.ModelError` at
+springs on ball / free joints, mocap bodies, ...) is a :class:`~pbframework.model.ModelError` at
 load naming the element, the attribute and the file.
 """
 
@@ -186,10 +189,11 @@ def _check_supported(c: _Compiled, equality: str) -> None:
         for attr in ("stiffness", "damping", "frictionloss"):
             if np.any(np.asarray(getattr(m, f"tendon_{attr}")[k]) != 0):
                 raise c.refuse(f"{where}: attribute {attr}")
-    if np.any(np.asarray(m.opt.wind) != 0):
-        raise c.refuse("<option wind> (fluid forces)")
-    if m.opt.density != 0 or m.opt.viscosity != 0:
-        raise c.refuse("<option density / viscosity> (fluid forces)")
+    if m.opt.density != 0 or m.opt.viscosity != 0:      # MuJoCo's fluid forces
+        for attr, value in (("density", m.opt.density), ("viscosity", m.opt.viscosity), ("wind", m.opt.wind)):
+            if not np.all(np.isfinite(value)):
+                raise c.refuse(f"<option {attr}=\"{' '.join(str(float(x)) for x in np.ravel(value))}\"> (fluid "
+                               f"forces need finite numbers)")
     plugged = np.flatnonzero(np.asarray(m.body_plugin) >= 0)
     if plugged.size:
         raise c.refuse(f"<plugin> on body {c.body_names[int(plugged[0])]!r}")
@@ -332,6 +336,8 @@ def load_mjcf(path: str | os.PathLike, *, limits: bool = True, balance_inertia: 
     geoms_unsupported: list[str] = []
     obstacles = []
     gravcomp: dict[str, float] = {}
+    fluid_axes: dict[str, np.ndarray] = {}   # moving link -> its principal axes of inertia (MuJoCo's iquat)
+    fluid_ellipsoids: dict[str, list] = {}   # moving link -> its geoms' ellipsoids (fluidshape="ellipsoid")
     dof_coord: dict[int, str] = {}    # MuJoCo dof (hinge / slide) -> pbframework coordinate name
     _static_geoms(c, 0, np.eye(4), obstacles, geoms_unsupported)
     for b in range(1, m.nbody):
@@ -403,6 +409,13 @@ def load_mjcf(path: str | os.PathLike, *, limits: bool = True, balance_inertia: 
             raise ModelError(f"{src}: body {name!r}: {exc}") from None
         if m.body_gravcomp[b] != 0 and not off(mj.mjtDisableBit.mjDSBL_GRAVITY):
             gravcomp[name] = float(m.body_gravcomp[b])
+        if m.body_mass[b] >= 1e-15:      # MuJoCo's fluid forces skip lighter bodies
+            fluid_axes[name] = R
+            if any(m.geom_fluid[g, 0] > 0 for g in _geoms(m, b)):      # the ellipsoid model, geom by geom
+                fluid_ellipsoids[name] = [{"frame": (X[b] @ _pose(m.geom_pos[g], m.geom_quat[g])).tolist(),
+                                           "semiaxes": _semiaxes(mj, int(m.geom_type[g]), m.geom_size[g]),
+                                           "coefficients": [float(x) for x in m.geom_fluid[g]]}
+                                          for g in _geoms(m, b) if m.geom_fluid[g, 0] != 0]
     if not links:
         raise ModelError(f"{src}: no moving body (every body is welded to the world)")
     if geoms_unsupported:
@@ -414,6 +427,15 @@ def load_mjcf(path: str | os.PathLike, *, limits: bool = True, balance_inertia: 
     limits = limits and not off(mj.mjtDisableBit.mjDSBL_LIMIT) and not off(mj.mjtDisableBit.mjDSBL_CONSTRAINT)
     forces: list[tuple[str, dict[str, Any]]] = list(limit_forces(joints, limits))
     forces += _passive_forces(c, dof_coord, gravcomp, off, quaternions)
+    if (m.opt.density != 0 or m.opt.viscosity != 0) and fluid_axes and not (
+            off(mj.mjtDisableBit.mjDSBL_SPRING) and off(mj.mjtDisableBit.mjDSBL_DAMPER)):
+        # MuJoCo's terms act where density / viscosity > 0; it skips all passive forces when springs and
+        # dampers are both disabled
+        forces.append(("fluid_drag", {"density": max(float(m.opt.density), 0.0),
+                                      "viscosity": max(float(m.opt.viscosity), 0.0),
+                                      "wind": [float(x) for x in m.opt.wind], "links": list(fluid_axes),
+                                      "axes": {k: A.tolist() for k, A in fluid_axes.items()},
+                                      "ellipsoids": fluid_ellipsoids}))
     limited = [k for k in range(m.ntendon) if m.tendon_limited[k]]
     if limited and limits:
         forces.append(("tendon_limits", {"tendons": [
@@ -514,6 +536,18 @@ def _geom_label(c: _Compiled, g: int) -> str:
     kind = c.mj.mjtGeom(int(c.m.geom_type[g])).name.split('_', 1)[1].lower()
     return f"{kind} {name!r} of body {c.body_names[int(c.m.geom_bodyid[g])]!r}" if name else \
         f"{kind} number {g} of body {c.body_names[int(c.m.geom_bodyid[g])]!r}"
+
+
+def _semiaxes(mj, kind: int, size) -> list[float]:
+    """MuJoCo's ``mju_geomSemiAxes``: the semi-axes of a geom's equivalent ellipsoid for the fluid model."""
+    s = [float(x) for x in size]
+    if kind == mj.mjtGeom.mjGEOM_SPHERE:
+        return [s[0]] * 3
+    if kind == mj.mjtGeom.mjGEOM_CAPSULE:
+        return [s[0], s[0], s[1] + s[0]]
+    if kind == mj.mjtGeom.mjGEOM_CYLINDER:
+        return [s[0], s[0], s[1]]
+    return s
 
 
 def _geoms(m, b: int) -> range:
