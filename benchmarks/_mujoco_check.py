@@ -21,7 +21,7 @@ from pbframework import dynamics
 from pbframework.forces import force_model
 from pbframework.io.mjcf import from_mujoco, mujoco_velocity_map, to_mujoco
 
-PASSIVE = ("joint_damping", "joint_stiffness", "gravity_compensation")
+PASSIVE = ("joint_damping", "joint_stiffness", "gravity_compensation", "tendon_passive")
 """The force models that are MuJoCo's ``qfrc_passive`` (frictionloss is a constraint force there)."""
 
 

@@ -177,15 +177,30 @@ def _check_supported(c: _Compiled, equality: str) -> None:
     for k in range(m.ntendon):
         where = c.element("tendon", k)
         wraps = range(int(m.tendon_adr[k]), int(m.tendon_adr[k]) + int(m.tendon_num[k]))
-        if any(int(m.wrap_type[w]) != mj.mjtWrap.mjWRAP_JOINT for w in wraps):
-            raise c.refuse(f"{where}: a spatial tendon (fixed tendons only)")
         for w in wraps:
-            j = int(m.wrap_objid[w])
-            if int(m.jnt_type[j]) not in (mj.mjtJoint.mjJNT_HINGE, mj.mjtJoint.mjJNT_SLIDE):
-                raise c.refuse(f"{where}: a fixed tendon through the ball / free joint {c.joint_names[j]!r}")
-        for attr in ("stiffness", "damping", "frictionloss"):
-            if np.any(np.asarray(getattr(m, f"tendon_{attr}")[k]) != 0):
+            t, obj = int(m.wrap_type[w]), int(m.wrap_objid[w])
+            if t == mj.mjtWrap.mjWRAP_JOINT and int(m.jnt_type[obj]) not in (mj.mjtJoint.mjJNT_HINGE,
+                                                                              mj.mjtJoint.mjJNT_SLIDE):
+                raise c.refuse(f"{where}: a fixed tendon through the ball / free joint {c.joint_names[obj]!r}")
+            if t not in (mj.mjtWrap.mjWRAP_JOINT, mj.mjtWrap.mjWRAP_SITE, mj.mjtWrap.mjWRAP_PULLEY,
+                         mj.mjtWrap.mjWRAP_SPHERE, mj.mjtWrap.mjWRAP_CYLINDER):
+                raise c.refuse(f"{where}: wrap type {mj.mjtWrap(t).name.split('_', 1)[1].lower()!r} (sites, "
+                               f"pulleys, spheres and cylinders only)")
+            side = int(round(float(m.wrap_prm[w]))) if t in (mj.mjtWrap.mjWRAP_SPHERE, mj.mjtWrap.mjWRAP_CYLINDER) else -1
+            if side >= 0:
+                geom = c.element("geom", obj)
+                if int(m.site_bodyid[side]) != int(m.geom_bodyid[obj]):
+                    raise c.refuse(f"{where}: the sidesite of {geom} is on another body than the geom (a side "
+                                   f"site on the geom's body only)")
+                s_geom = _pose(m.geom_pos[obj], m.geom_quat[obj]).T[:3, :3] @ (m.site_pos[side] - m.geom_pos[obj])
+                if np.linalg.norm(s_geom) < m.geom_size[obj][0]:
+                    raise c.refuse(f"{where}: the sidesite of {geom} is inside the geom (MuJoCo's inside wrap "
+                                   f"is not supported)")
+        for attr in ("frictionloss", "armature", "stiffnesspoly", "dampingpoly", "springyield"):
+            if hasattr(m, f"tendon_{attr}") and np.any(np.asarray(getattr(m, f"tendon_{attr}")[k]) != 0):
                 raise c.refuse(f"{where}: attribute {attr}")
+        if hasattr(m, "tendon_actfrclimited") and m.tendon_actfrclimited[k]:
+            raise c.refuse(f"{where}: attribute actuatorfrcrange")
     if np.any(np.asarray(m.opt.wind) != 0):
         raise c.refuse("<option wind> (fluid forces)")
     if m.opt.density != 0 or m.opt.viscosity != 0:
@@ -414,12 +429,12 @@ def load_mjcf(path: str | os.PathLike, *, limits: bool = True, balance_inertia: 
     limits = limits and not off(mj.mjtDisableBit.mjDSBL_LIMIT) and not off(mj.mjtDisableBit.mjDSBL_CONSTRAINT)
     forces: list[tuple[str, dict[str, Any]]] = list(limit_forces(joints, limits))
     forces += _passive_forces(c, dof_coord, gravcomp, off, quaternions)
+    forces += _tendon_passive(c, dof_coord, X, link_of, off)
     limited = [k for k in range(m.ntendon) if m.tendon_limited[k]]
     if limited and limits:
         forces.append(("tendon_limits", {"tendons": [
-            {"name": m.tendon(k).name or f"tendon{k}", "lower": float(m.tendon_range[k][0]),
-             "upper": float(m.tendon_range[k][1]),
-             "joints": _tendon_joints(m, k, dof_coord)} for k in limited]}))
+            {**_tendon_spec(c, k, dof_coord, X, link_of), "lower": float(m.tendon_range[k][0]),
+             "upper": float(m.tendon_range[k][1])} for k in limited]}))
     if m.nu and not off(mj.mjtDisableBit.mjDSBL_ACTUATION):
         forces.append(("mj_actuators", _actuator_params(c, dof_coord, off, gravcomp, X, link_of)))
     if equality == "soft" and not off(mj.mjtDisableBit.mjDSBL_EQUALITY) and not off(mj.mjtDisableBit.mjDSBL_CONSTRAINT):
@@ -602,6 +617,22 @@ def _passive_forces(c: _Compiled, dof_coord: dict[int, str], gravcomp: dict[str,
     return out
 
 
+def _tendon_passive(c: _Compiled, dof_coord: dict[int, str], X: dict[int, np.ndarray], link_of: dict[int, str],
+                    off) -> list:
+    """The ``tendon_passive`` spec: MuJoCo's tendon springs (``stiffness`` about ``springlength``, a deadband
+    ``[low, high]``) and dampers (``damping``), as ``mj_passive`` applies them."""
+    m, mj = c.m, c.mj
+    k_on, d_on = not off(mj.mjtDisableBit.mjDSBL_SPRING), not off(mj.mjtDisableBit.mjDSBL_DAMPER)
+    out = []
+    for k in range(m.ntendon):
+        stiffness = float(m.tendon_stiffness[k]) if k_on else 0.0
+        damping = float(m.tendon_damping[k]) if d_on else 0.0
+        if stiffness or damping:
+            out.append({**_tendon_spec(c, k, dof_coord, X, link_of), "stiffness": stiffness, "damping": damping,
+                        "springlength": [float(v) for v in m.tendon_lengthspring[k]]})
+    return [("tendon_passive", {"tendons": out})] if out else []
+
+
 def _actuator_params(c: _Compiled, dof_coord: dict[int, str], off, gravcomp: dict[str, float],
                      X: dict[int, np.ndarray], link_of: dict[int, str]) -> dict[str, Any]:
     """The ``mj_actuators`` parameters of the compiled model's actuators (and of the gravity compensation on
@@ -627,7 +658,9 @@ def _actuator_params(c: _Compiled, dof_coord: dict[int, str], off, gravcomp: dic
         elif trn == mj.mjtTrn.mjTRN_JOINT:
             transmission = {"joints": {dof_coord[int(m.jnt_dofadr[j])]: 1.0}, "gear": float(m.actuator_gear[a, 0])}
         else:                                   # a fixed tendon: length = sum coef q
-            transmission = {"joints": _tendon_joints(m, j, dof_coord), "gear": float(m.actuator_gear[a, 0])}
+            spec = _tendon_spec(c, j, dof_coord, X, link_of)
+            transmission = {k: v for k, v in spec.items() if k != "name"}
+            transmission["gear"] = float(m.actuator_gear[a, 0])
         gain = np.zeros(3)
         gain[0] = m.actuator_gainprm[a, 0]
         if int(m.actuator_gaintype[a]) == mj.mjtGain.mjGAIN_AFFINE:
@@ -771,10 +804,37 @@ def _equality_params(c: _Compiled, X: dict[int, np.ndarray], link_of: dict[int, 
     return out
 
 
-def _tendon_joints(m, k: int, dof_coord: dict[int, str]) -> dict[str, float]:
-    """A fixed tendon's length as ``{coordinate name: coefficient}`` (``l = sum c_i q_i``)."""
-    joints: dict[str, float] = {}
-    for w in range(int(m.tendon_adr[k]), int(m.tendon_adr[k]) + int(m.tendon_num[k])):
-        name = dof_coord[int(m.jnt_dofadr[int(m.wrap_objid[w])])]
-        joints[name] = joints.get(name, 0.0) + float(m.wrap_prm[w])
-    return joints
+def _tendon_spec(c: _Compiled, k: int, dof_coord: dict[int, str], X: dict[int, np.ndarray],
+                 link_of: dict[int, str]) -> dict[str, Any]:
+    """Tendon ``k`` as a :mod:`pbframework.tendons` spec: a fixed tendon's ``{coordinate name: coefficient}``
+    (``l = sum c_i q_i``), or a spatial tendon's path of sites, pulleys and wrapping geoms in their links'
+    frames."""
+    m, mj = c.m, c.mj
+    name = m.tendon(k).name or f"tendon{k}"
+    wraps = range(int(m.tendon_adr[k]), int(m.tendon_adr[k]) + int(m.tendon_num[k]))
+    if int(m.wrap_type[wraps[0]]) == mj.mjtWrap.mjWRAP_JOINT:
+        joints: dict[str, float] = {}
+        for w in wraps:
+            coord = dof_coord[int(m.jnt_dofadr[int(m.wrap_objid[w])])]
+            joints[coord] = joints.get(coord, 0.0) + float(m.wrap_prm[w])
+        return {"name": name, "joints": joints}
+
+    def site(i: int) -> dict[str, Any]:
+        b = int(m.site_bodyid[i])
+        return {"link": link_of[b], "pos": (X[b] @ np.r_[m.site_pos[i], 1.0])[:3].tolist()}
+
+    path = []
+    for w in wraps:
+        t, obj = int(m.wrap_type[w]), int(m.wrap_objid[w])
+        if t == mj.mjtWrap.mjWRAP_SITE:
+            path.append({"kind": "site", **site(obj)})
+        elif t == mj.mjtWrap.mjWRAP_PULLEY:
+            path.append({"kind": "pulley", "divisor": float(m.wrap_prm[w])})
+        else:
+            b, side = int(m.geom_bodyid[obj]), int(round(float(m.wrap_prm[w])))
+            path.append({"kind": "geom", "link": link_of[b],
+                         "shape": "sphere" if t == mj.mjtWrap.mjWRAP_SPHERE else "cylinder",
+                         "radius": float(m.geom_size[obj][0]),
+                         "frame": (X[b] @ _pose(m.geom_pos[obj], m.geom_quat[obj])).tolist(),
+                         "sidesite": site(side) if side >= 0 else None})
+    return {"name": name, "path": path}
