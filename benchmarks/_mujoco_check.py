@@ -27,7 +27,8 @@ PASSIVE = ("joint_damping", "joint_stiffness", "gravity_compensation", "tendon_p
 
 def rel_err(ours, ref) -> float:
     ref = np.asarray(ref, float).ravel()
-    return float(np.linalg.norm(np.asarray(ours, float).ravel() - ref) / max(np.linalg.norm(ref), 1.0))
+    err = float(np.linalg.norm(np.asarray(ours, float).ravel() - ref) / max(np.linalg.norm(ref), 1.0))
+    return err if math.isfinite(err) else math.inf      # a NaN must not vanish in max()
 
 
 def random_state(model: pbf.ArticulatedBody, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:

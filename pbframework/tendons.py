@@ -17,8 +17,10 @@ A tendon is plain data (force specs keep it as given, trajectories save it):
 The length of a spatial tendon is MuJoCo's: between consecutive sites a straight segment; a geom between two
 sites wraps the segment around it (a great circle of a sphere in the plane of the two points and its
 centre, a helix on a cylinder about its z axis) when the straight segment would cross it -- or, with a
-``sidesite``, also when the segment passes on the side opposite the side site --, MuJoCo's choice of the two
-tangent solutions included. Wrap and no-wrap are CasADi ``if_else`` branches. The moment is the length's
+``sidesite``, also when the segment passes on the side opposite the side site and its two end points lie on
+opposite sides of the line through the geom's centre and the side site --, MuJoCo's choice of the two
+tangent solutions included. That last condition is MuJoCo 4.0.0's as measured (its ``ten_length`` at random
+states); the 3.12 source of ``wrap_circle`` does not have it. Wrap and no-wrap are CasADi ``if_else`` branches. The moment is the length's
 gradient (in the tangent displacement, so free and ball joints work), equal to MuJoCo's ``ten_J``: the wrap
 path is a geodesic, so the tangent points' own motion adds nothing to first order.
 
@@ -174,7 +176,9 @@ def _spatial_length(path: Sequence[Mapping[str, Any]], pose):
 # -- MuJoCo's mju_wrap, wrap_circle, length_circle, is_intersect (engine_util_misc.c) ---------------------------
 
 def _norm(x):
-    return ca.sqrt(ca.dot(x, x))
+    """``|x|``, with a zero (not NaN) gradient at ``x = 0`` (a tendon through one site twice: MuJoCo's moment is
+    zero there too)."""
+    return ca.sqrt(ca.fmax(ca.dot(x, x), 1e-300))
 
 
 def _normalize(x):

@@ -629,7 +629,7 @@ TENDON_ARM = """<mujoco model="tendon_arm">
       <pulley divisor="3"/>
       <site site="u1"/><site site="h0"/>
     </spatial>
-    <spatial name="cyl" stiffness="30" damping="0.4">
+    <spatial name="cyl" stiffness="30" damping="0.4" frictionloss="0.4">
       <site site="u1"/><geom geom="pulleywheel"/><site site="f0"/>
     </spatial>
     <spatial name="cyl_side" stiffness="25" damping="0.2">
@@ -640,6 +640,9 @@ TENDON_ARM = """<mujoco model="tendon_arm">
     </spatial>
     <spatial name="sphere_side" stiffness="15" damping="0.6">
       <site site="u1"/><geom geom="ball" sidesite="side_up"/><site site="f1"/><site site="h0"/>
+    </spatial>
+    <spatial name="twice" damping="0.1">
+      <site site="u1"/><geom geom="pulleywheel"/><site site="f0"/><geom geom="ball"/><site site="f0"/><site site="h0"/>
     </spatial>
     <fixed name="fixed" stiffness="5" springlength="0.1" damping="0.7">
       <joint joint="shoulder" coef="1"/><joint joint="elbow" coef="-0.5"/>
@@ -685,8 +688,8 @@ def _tendons(model) -> dict:
 
 @pytest.mark.parametrize("text", [TENDON_ARM, TENDON_FREE], ids=["arm", "free"])
 def test_spatial_tendon_lengths_and_moments_are_mujocos(tmp_path, rng, text):
-    """Sites, pulleys (divisors 2 and 3), a sphere and a cylinder wrap with and without a sidesite, a fixed
-    tendon; on a free hull too: ten_length and ten_J (mapped by T) to 1e-9 at 200 random states, each wrapping
+    """Sites, pulleys (divisors 2 and 3), a sphere and a cylinder wrap with and without a sidesite, a geom
+    between one site and itself (as in Menagerie's aero hand: no NaN in the moment), a fixed tendon; on a free hull too: ten_length and ten_J (mapped by T) to 1e-9 at 200 random states, each wrapping
     tendon seen both wrapped and straight. The moment is ca.gradient of the length."""
     import casadi as ca
 
@@ -779,3 +782,25 @@ def test_unsupported_tendon_wraps_are_refused_naming_the_tendon(tmp_path, xml, f
         pbf.load_mjcf(write(tmp_path, "bad.xml", text))
     for frag in fragments:
         assert frag in str(exc.value)
+
+
+def test_tendon_frictionloss_is_a_smooth_dry_friction_along_the_moment(tmp_path, rng):
+    """tendon_friction: -f tanh(V / v_s) J with MuJoCo's ten_velocity and ten_J (to 1e-9); off with MuJoCo's
+    frictionloss flag (MuJoCo's own friction is a constraint: not compared)."""
+    path = write(tmp_path, "tendons.xml", TENDON_ARM)
+    model = pbf.load_mjcf(path)
+    (friction,) = forces_of(model, ("tendon_friction",))
+    assert [(t["name"], t["friction"]) for t in friction.tendons] == [("cyl", 0.4)]
+    m = mujoco.MjModel.from_xml_path(str(path))
+    d = mujoco.MjData(m)
+    k = m.tendon("cyl").id
+    for _ in range(20):
+        q, v = random_state(model, rng)
+        d.qpos[:], d.qvel[:] = to_mujoco(model, q, v)
+        mujoco.mj_forward(m, d)
+        J = np.zeros((m.ntendon, m.nv))
+        mujoco.mju_sparse2dense(J, d.ten_J, m.ten_J_rownnz, m.ten_J_rowadr, m.ten_J_colind)
+        T = pbf.io.mjcf.mujoco_velocity_map(model, q)
+        ref = -0.4 * np.tanh(d.ten_velocity[k] / 1e-3) * (T.T @ J[k])
+        assert rel_err(np.asarray(friction.generalized_force(model, q, v, 0.0)).ravel(), ref) <= TOL
+    assert "tendon_friction" not in dict(pbf.load_mjcf(path, disable=("frictionloss",)).default_forces)

@@ -32,8 +32,9 @@ Forces (``model.default_forces``; a :class:`~pbframework.simulate.Simulator` add
   ``gravity_compensation`` from ``gravcomp`` (its share on joints that say ``actuatorgravcomp`` is
   ``mj_actuators``', clamped with the actuators by ``actuatorfrcrange``, as MuJoCo adds it to ``qfrc_actuator``); ``joint_friction`` from ``frictionloss`` (MuJoCo's dry friction
   is a constraint; here a smooth ``tanh`` regularisation, see :mod:`pbframework.plugins.forces.passive`);
-  ``joint_limits`` where a joint is limited and ``tendon_limits`` where a fixed tendon is (``limits=True``;
-  MuJoCo's limits are constraints, here a stiff one-sided spring); ``mj_actuators`` from ``<actuator>`` (the control vector, MuJoCo's ``ctrl``, is the
+  ``joint_limits`` where a joint is limited and ``tendon_limits`` where a tendon is (``limits=True``;
+  MuJoCo's limits are constraints, here a stiff one-sided spring); ``tendon_passive`` from tendon ``stiffness``
+  / ``springlength`` / ``damping``; ``mj_actuators`` from ``<actuator>`` (the control vector, MuJoCo's ``ctrl``, is the
   step's input ``u``). MuJoCo's ``<option><flag gravity / spring / damper / actuation="disable">`` are
   honoured.
 - Geoms: spheres, boxes and capsules that collide (``contype`` or ``conaffinity`` non-zero) on moving bodies
@@ -43,8 +44,9 @@ Forces (``model.default_forces``; a :class:`~pbframework.simulate.Simulator` add
   :class:`UnsupportedGeoms` warning names them.
 
 ``<equality>`` constraints are refused unless ``equality="disable"`` (module function) leaves them out as
-MuJoCo's ``<flag equality="disable"/>`` does. Whatever else the mapping cannot represent (spatial tendons,
-actuators with activation dynamics, body and slider-crank transmissions,
+MuJoCo's ``<flag equality="disable"/>`` does. Tendons, fixed and spatial (sites, pulleys, sphere and cylinder
+wraps), are :mod:`pbframework.tendons` specs inside the force specs. Whatever else the mapping cannot represent
+(actuators with activation dynamics, body and slider-crank transmissions,
 springs on ball / free joints, fluid forces, mocap bodies, ...) is a :class:`~pbframework.model.ModelError` at
 load naming the element, the attribute and the file.
 """
@@ -196,7 +198,7 @@ def _check_supported(c: _Compiled, equality: str) -> None:
                 if np.linalg.norm(s_geom) < m.geom_size[obj][0]:
                     raise c.refuse(f"{where}: the sidesite of {geom} is inside the geom (MuJoCo's inside wrap "
                                    f"is not supported)")
-        for attr in ("frictionloss", "armature", "stiffnesspoly", "dampingpoly", "springyield"):
+        for attr in ("armature", "stiffnesspoly", "dampingpoly", "springyield"):
             if hasattr(m, f"tendon_{attr}") and np.any(np.asarray(getattr(m, f"tendon_{attr}")[k]) != 0):
                 raise c.refuse(f"{where}: attribute {attr}")
         if hasattr(m, "tendon_actfrclimited") and m.tendon_actfrclimited[k]:
@@ -231,7 +233,7 @@ def _check_supported(c: _Compiled, equality: str) -> None:
         trn = int(m.actuator_trntype[a])
         if trn not in (mj.mjtTrn.mjTRN_JOINT, mj.mjtTrn.mjTRN_TENDON, mj.mjtTrn.mjTRN_SITE):
             raise c.refuse(f"{where}: a {mj.mjtTrn(trn).name.split('_', 1)[1].lower()} transmission (joint, "
-                           f"fixed-tendon and site transmissions only)")
+                           f"tendon and site transmissions only)")
         j = int(m.actuator_trnid[a, 0])
         if trn == mj.mjtTrn.mjTRN_JOINT and int(m.jnt_type[j]) not in (mj.mjtJoint.mjJNT_HINGE,
                                                                         mj.mjtJoint.mjJNT_SLIDE):
@@ -620,7 +622,8 @@ def _passive_forces(c: _Compiled, dof_coord: dict[int, str], gravcomp: dict[str,
 def _tendon_passive(c: _Compiled, dof_coord: dict[int, str], X: dict[int, np.ndarray], link_of: dict[int, str],
                     off) -> list:
     """The ``tendon_passive`` spec: MuJoCo's tendon springs (``stiffness`` about ``springlength``, a deadband
-    ``[low, high]``) and dampers (``damping``), as ``mj_passive`` applies them."""
+    ``[low, high]``) and dampers (``damping``), as ``mj_passive`` applies them; ``tendon_friction`` from
+    ``frictionloss`` (a smooth stand-in for MuJoCo's friction constraint, as ``joint_friction``)."""
     m, mj = c.m, c.mj
     k_on, d_on = not off(mj.mjtDisableBit.mjDSBL_SPRING), not off(mj.mjtDisableBit.mjDSBL_DAMPER)
     out = []
@@ -630,7 +633,11 @@ def _tendon_passive(c: _Compiled, dof_coord: dict[int, str], X: dict[int, np.nda
         if stiffness or damping:
             out.append({**_tendon_spec(c, k, dof_coord, X, link_of), "stiffness": stiffness, "damping": damping,
                         "springlength": [float(v) for v in m.tendon_lengthspring[k]]})
-    return [("tendon_passive", {"tendons": out})] if out else []
+    rubbed = [] if off(mj.mjtDisableBit.mjDSBL_FRICTIONLOSS) or off(mj.mjtDisableBit.mjDSBL_CONSTRAINT) else \
+        [{**_tendon_spec(c, k, dof_coord, X, link_of), "friction": float(m.tendon_frictionloss[k])}
+         for k in range(m.ntendon) if m.tendon_frictionloss[k] != 0]
+    return ([("tendon_passive", {"tendons": out})] if out else []) + \
+        ([("tendon_friction", {"tendons": rubbed})] if rubbed else [])
 
 
 def _actuator_params(c: _Compiled, dof_coord: dict[int, str], off, gravcomp: dict[str, float],

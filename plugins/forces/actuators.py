@@ -9,6 +9,9 @@ control clamped to ``ctrlrange``::
     F = (g0 + g1 L + g2 V) c + b0 + b1 L + b2 V          (MuJoCo's affine gain and bias)
     F = clamp(F, forcerange),  tau_{q_i} += gear c_i F
 
+A spatial tendon transmission (``path``: a :mod:`pbframework.tendons` path) acts on the tendon's length
+``l(q)``: ``L = gear l``, ``V = gear J v`` with the moment ``J = dl/dq``, ``tau += gear J F``.
+
 A site transmission (``site = {link, frame}``, ``gear`` six numbers) applies the wrench ``gear[0:3] F``
 (force) and ``gear[3:6] F`` (torque), in the site's frame, at the site: ``tau += J^T gear F`` with ``J`` the
 site's Jacobian in its own frame (``6 x nv``); MuJoCo's length of such an actuator is ``L = 0`` and its
@@ -78,11 +81,11 @@ def _clamp(x, r):
 
 
 class MjActuators(ForceModel):
-    """MuJoCo's joint, fixed-tendon and site actuators (module docstring).
+    """MuJoCo's joint, tendon and site actuators (module docstring).
 
     Args:
         actuators: one mapping per actuator with ``name``, its transmission -- ``joints`` (``{hinge or slide
-            coordinate name: coefficient}``) with ``gear`` a number, or ``site`` and ``refsite`` (``{"link":
+            coordinate name: coefficient}``) or a spatial tendon's ``path`` with ``gear`` a number, or ``site`` and ``refsite`` (``{"link":
             name, "frame": 4 x 4 pose of the site in the link's frame}``; ``refsite`` may be ``None``) with
             ``gear`` six numbers and ``wrap`` (``None`` or the period of the servo error) --, ``gain`` and
             ``bias``
@@ -395,4 +398,4 @@ def _mean_clamp(s0, s1, r):
 @hookimpl
 def pbf_force_models():
     return [PluginInfo("mj_actuators", "MuJoCo actuators (motor, position, velocity, general affine; joint, "
-                       "fixed-tendon and site transmissions) driven by ctrl, the step's input u", MjActuators)]
+                       "tendon and site transmissions) driven by ctrl, the step's input u", MjActuators)]

@@ -22,6 +22,8 @@
   moment ``J = dL/dq`` and ``V = J v``, the tension ``F = -k x - b V`` where ``x`` is ``L``'s distance outside
   the deadband ``springlength = [low, high]`` (``L - high`` above, ``L - low`` below, 0 within), and
   ``tau = J F`` (MuJoCo's ``mj_passive``).
+- ``tendon_friction``: MJCF tendon ``frictionloss`` as ``joint_friction`` treats a joint's: the tension
+  ``F = -f tanh(V / v_s)`` along the moment, ``tau = J F`` (MuJoCo's is a constraint; the same smooth stand-in).
 """
 
 from __future__ import annotations
@@ -285,6 +287,48 @@ class TendonPassive(ForceModel):
         return cached_function(model, self, "f", build)(q, qd)
 
 
+class TendonFriction(ForceModel):
+    """Dry friction on tendons, ``tau = -f tanh(V / v_s) J`` (module docstring): MJCF tendon ``frictionloss``.
+
+    Args:
+        tendons: one mapping per tendon: a :mod:`pbframework.tendons` spec with ``friction`` (``f``, N).
+        smoothing: ``v_s`` (m/s), as :class:`JointFriction`'s.
+    """
+
+    name = "tendon_friction"
+    forms = frozenset({ForceForm.GENERALIZED_FORCE})
+    group = True
+
+    def __init__(self, tendons: Sequence[Mapping[str, Any]] = (), *, smoothing: float = 1e-3) -> None:
+        from pbframework.tendons import check_tendon
+
+        if isinstance(tendons, (str, Mapping)) or not tendons:
+            raise ValueError(f"{self.name}: tendons must be a non-empty list of mappings, got {tendons!r}")
+        self.tendons = []
+        for t in tendons:
+            if not isinstance(t, Mapping) or "friction" not in t:
+                raise ValueError(f"{self.name}: each tendon needs friction, got {t!r}")
+            spec = check_tendon(self.name, {k: v for k, v in t.items() if k != "friction"})
+            self.tendons.append({**spec, "friction": finite_number(self.name, "friction", t["friction"], minimum=0.0)})
+        self.smoothing = finite_number(self.name, "smoothing", smoothing, minimum=0.0, strict=True)
+
+    def params(self) -> dict[str, Any]:
+        return {"tendons": [dict(t) for t in self.tendons], "smoothing": self.smoothing}
+
+    def generalized_force(self, model, q, qd, t):
+        def build() -> ca.Function:
+            from pbframework.tendons import tendon_moment
+
+            qs, qds = ca.SX.sym("q", model.nq), ca.SX.sym("qd", model.nv)
+            f = ca.SX.zeros(model.nv)
+            for tn in self.tendons:
+                _, J = tendon_moment(model, tn, qs)
+                f = f - J * tn["friction"] * ca.tanh(ca.dot(J, qds) / self.smoothing)
+            return ca.Function("tendon_friction_f", [qs, qds], [f], ["q", "qd"], ["f"])
+
+        return cached_function(model, self, "f", build)(q, qd)
+
+
 @hookimpl
 def pbf_force_models():
     return [
@@ -296,4 +340,6 @@ def pbf_force_models():
                    GravityCompensation),
         PluginInfo("tendon_passive", "MJCF tendon springs (stiffness about springlength) and dampers on fixed "
                    "and spatial tendons", TendonPassive),
+        PluginInfo("tendon_friction", "dry tendon friction -f tanh(V / v_s) along the moment, a smooth stand-in "
+                   "for MJCF tendon frictionloss", TendonFriction),
     ]
