@@ -804,3 +804,28 @@ def test_tendon_frictionloss_is_a_smooth_dry_friction_along_the_moment(tmp_path,
         ref = -0.4 * np.tanh(d.ten_velocity[k] / 1e-3) * (T.T @ J[k])
         assert rel_err(np.asarray(friction.generalized_force(model, q, v, 0.0)).ravel(), ref) <= TOL
     assert "tendon_friction" not in dict(pbf.load_mjcf(path, disable=("frictionloss",)).default_forces)
+
+
+def test_spatial_tendon_actuators_keep_a_potential_whose_gradient_is_minus_their_force(tmp_path, rng):
+    """A position servo and a motor on spatial tendons: dQ/dq_{k+1} = -gear J(q_{k+1}) F with F at the length
+    l(q_{k+1}) and the backward-Euler rate (l(q_{k+1}) - l(q_k)) / h (for a nonlinear l not J qd)."""
+    import casadi as ca
+
+    from pbframework.tendons import tendon_moment
+
+    model = pbf.load_mjcf(write(tmp_path, "tendons.xml", TENDON_ARM))
+    (acts,) = forces_of(model, ("mj_actuators",))
+    assert pbf.ForceForm.POTENTIAL in acts.forms and all("path" in a for a in acts.actuators)
+    qn = ca.SX.sym("qn", model.nq)
+    lengths = [ca.Function("l", [qn], list(tendon_moment(model, a, qn))) for a in acts.actuators]
+    for h in (1e-3, 1e-2):
+        qc, qd, u = random_state(model, rng)[0], rng.uniform(-1, 1, model.nv), rng.uniform(-0.3, 0.3, 2)
+        q1 = qc + h * qd
+        grad = ca.Function("g", [qn], [ca.gradient(acts.potential(model, qn, qc, qc, h, 0.0, u=u), qn)])
+        tau = np.zeros(model.nv)
+        for a, fn, c in zip(acts.actuators, lengths, u):
+            l1, J = (np.asarray(x, float).ravel() for x in fn(q1))
+            L, V = a["gear"] * l1[0], a["gear"] * (l1[0] - float(fn(qc)[0])) / h
+            g, b = a["gain"], a["bias"]
+            tau += a["gear"] * J * ((g[0] + g[1] * L + g[2] * V) * c + b[0] + b[1] * L + b[2] * V)
+        assert rel_err(-np.asarray(grad(q1)).ravel(), tau) <= TOL and np.abs(tau).max() > 0.1
