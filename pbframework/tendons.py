@@ -239,7 +239,8 @@ def _intersect(p1, p2, p3, p4):
 
 def _length_circle(p0, p1, ind: int, radius: float):
     n0, n1 = _normalize(p0), _normalize(p1)
-    angle = ca.acos(ca.fmin(ca.fmax(ca.dot(n0, n1), -1.0), 1.0))
+    # MuJoCo's acos(n0 . n1), as atan2: the same angle in [0, pi], with a well-conditioned gradient at small arcs
+    angle = ca.atan2(ca.fabs(n0[0] * n1[1] - n0[1] * n1[0]), ca.dot(n0, n1))
     cross = p0[1] * p1[0] - p0[0] * p1[1]
     flip = (cross > 0) if ind else (cross < 0)
     return radius * ca.if_else(flip, 2 * math.pi - angle, angle)
