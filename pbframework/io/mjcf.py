@@ -664,7 +664,7 @@ def _actuator_params(c: _Compiled, dof_coord: dict[int, str], off, gravcomp: dic
                             "wrap": wrap, "gear": gear.tolist()}
         elif trn == mj.mjtTrn.mjTRN_JOINT:
             transmission = {"joints": {dof_coord[int(m.jnt_dofadr[j])]: 1.0}, "gear": float(m.actuator_gear[a, 0])}
-        else:                                   # a fixed tendon: length = sum coef q
+        else:                                   # a tendon: fixed (sum coef q) or spatial (a path)
             spec = _tendon_spec(c, j, dof_coord, X, link_of)
             transmission = {k: v for k, v in spec.items() if k != "name"}
             transmission["gear"] = float(m.actuator_gear[a, 0])
