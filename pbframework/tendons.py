@@ -22,7 +22,9 @@ opposite sides of the line through the geom's centre and the side site --, MuJoC
 tangent solutions included. That last condition is MuJoCo 4.0.0's as measured (its ``ten_length`` at random
 states); the 3.12 source of ``wrap_circle`` does not have it. Wrap and no-wrap are CasADi ``if_else`` branches. The moment is the length's
 gradient (in the tangent displacement, so free and ball joints work), equal to MuJoCo's ``ten_J``: the wrap
-path is a geodesic, so the tangent points' own motion adds nothing to first order.
+path is a geodesic, so the tangent points' own motion adds nothing to first order. A wrap whose two sites, geom
+and side site are all on one link is a constant (computed in that link's frame): MuJoCo's moment skips it too,
+and the wrap's own gradient is singular where a site lies on the geom's surface (Menagerie's aero hand).
 
 Not supported (refused by :func:`pbframework.io.load_mjcf`): ellipsoid and other wrap geoms, and a side site
 inside its geom (MuJoCo's ``wrap_inside``, an iterative solve) or on another body than its geom.
@@ -158,17 +160,24 @@ def _spatial_length(path: Sequence[Mapping[str, Any]], pose):
                 divisor = a["divisor"]
             j += 1
             continue
-        x0 = point(a)
         if b["kind"] == "geom":
-            x1 = point(path[j + 2])
-            R, p = pose(b["link"])
+            c = path[j + 2]
+            links = {a["link"], b["link"], c["link"]} | ({b["sidesite"]["link"]} if b["sidesite"] else set())
+            # all on one link: a constant, computed in that link's frame (no gradient through the wrap, which is
+            # singular where a site lies on the geom's surface: MuJoCo skips such pairs too)
+            here = pose if len(links) > 1 else (lambda link: (ca.DM.eye(3), ca.DM.zeros(3)))
+            ends = [p + ca.mtimes(R, ca.DM(e["pos"])) for e in (a, c) for R, p in [here(e["link"])]]
+            R, p = here(b["link"])
             F = ca.DM(b["frame"])
-            side = None if b["sidesite"] is None else point(b["sidesite"])
-            length = length + _wrapped(x0, x1, p + ca.mtimes(R, F[:3, 3]), ca.mtimes(R, F[:3, :3]), b["radius"],
-                                       b["shape"], side) / divisor
+            side = None
+            if b["sidesite"] is not None:
+                Rs, ps = here(b["sidesite"]["link"])
+                side = ps + ca.mtimes(Rs, ca.DM(b["sidesite"]["pos"]))
+            length = length + _wrapped(ends[0], ends[1], p + ca.mtimes(R, F[:3, 3]), ca.mtimes(R, F[:3, :3]),
+                                       b["radius"], b["shape"], side) / divisor
             j += 2
         else:
-            length = length + _norm(point(b) - x0) / divisor
+            length = length + _norm(point(b) - point(a)) / divisor
             j += 1
     return length
 
