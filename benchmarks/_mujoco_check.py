@@ -21,13 +21,14 @@ from pbframework import dynamics
 from pbframework.forces import force_model
 from pbframework.io.mjcf import from_mujoco, mujoco_velocity_map, to_mujoco
 
-PASSIVE = ("joint_damping", "joint_stiffness", "gravity_compensation", "fluid_drag")
+PASSIVE = ("joint_damping", "joint_stiffness", "gravity_compensation", "fluid_drag", "tendon_passive")
 """The force models that are MuJoCo's ``qfrc_passive`` (frictionloss is a constraint force there)."""
 
 
 def rel_err(ours, ref) -> float:
     ref = np.asarray(ref, float).ravel()
-    return float(np.linalg.norm(np.asarray(ours, float).ravel() - ref) / max(np.linalg.norm(ref), 1.0))
+    err = float(np.linalg.norm(np.asarray(ours, float).ravel() - ref) / max(np.linalg.norm(ref), 1.0))
+    return err if math.isfinite(err) else math.inf      # a NaN must not vanish in max()
 
 
 def random_state(model: pbf.ArticulatedBody, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:

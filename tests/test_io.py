@@ -702,8 +702,8 @@ MJCF_ERRORS = [   # MuJoCo's compiler reads the file: its messages, after the fi
                                          '<fixed name="t2"><joint joint="knee" coef="1"/></fixed></tendon><equality>'
                                          '<tendon tendon1="t1" tendon2="t2"/></equality>'),
      ["<equality> number 0", "a tendon equality (joint, connect and weld only)"]),
-    ("tendon-spring", ('</worldbody>', '</worldbody><tendon><fixed name="t" stiffness="3"><joint joint="hip" '
-                                       'coef="1"/></fixed></tendon>'), ["<tendon name='t'>", "attribute stiffness"]),
+    ("tendon-armature", ('</worldbody>', '</worldbody><tendon><fixed name="t" armature="3"><joint joint="hip" '
+                                         'coef="1"/></fixed></tendon>'), ["<tendon name='t'>", "attribute armature"]),
     ("actuator-dynamics", ('</worldbody>', '</worldbody><actuator><general joint="hip" dyntype="filter"/></actuator>'),
      ["actuator", "dyntype='filter'", "activation state"]),
     ("body-transmission", ('</worldbody>', '</worldbody><actuator><adhesion body="leg" ctrlrange="0 1"/></actuator>'),

@@ -726,3 +726,267 @@ def test_fluid_forces_go_with_mujocos_passive_forces_flags(tmp_path, rng):
     for p in (path, flagged):
         worst = compare(p, rng)
         assert max(worst.values()) <= TOL, (p.name, worst)
+TENDON_ARM = """<mujoco model="tendon_arm">
+  <option gravity="0 0 -9.81"/>
+  <worldbody>
+    <site name="anchor" pos="-0.05 0.02 0.62"/>
+    <body name="upper" pos="0 0 0.5">
+      <joint name="shoulder" axis="0 1 0" damping="0.3"/>
+      <joint name="twist" axis="1 0 0" pos="0 0 0.01"/>
+      <geom type="capsule" fromto="0 0 0 0.4 0 0" size="0.03"/>
+      <site name="u0" pos="0.05 0.01 0.05"/>
+      <site name="u1" pos="0.3 -0.01 0.06"/>
+      <site name="u2" pos="0.3 0.02 -0.05"/>
+      <body name="fore" pos="0.4 0 0">
+        <joint name="elbow" axis="0 1 0"/>
+        <geom name="pulleywheel" type="cylinder" fromto="0 -0.03 0 0 0.03 0" size="0.04" contype="0" conaffinity="0"/>
+        <geom name="ball" type="sphere" pos="0 0.0 0" size="0.035" contype="0" conaffinity="0"/>
+        <site name="side_up" pos="0 0 0.1"/>
+        <site name="side_down" pos="0.01 0.003 -0.1"/>
+        <site name="rim" pos="0 0.01 -0.04000000000001"/>
+        <geom type="capsule" fromto="0 0 0 0.3 0 0" size="0.025"/>
+        <site name="f0" pos="0.2 0.01 0.05"/>
+        <site name="f1" pos="0.25 -0.02 -0.04"/>
+        <body name="hand" pos="0.3 0 0">
+          <joint name="wrist" type="slide" axis="1 0 0"/>
+          <geom type="sphere" size="0.03"/>
+          <site name="h0" pos="0.02 0 0.01"/>
+        </body>
+      </body>
+    </body>
+  </worldbody>
+  <tendon>
+    <spatial name="sites" stiffness="40" springlength="0.5 0.7" damping="0.8">
+      <site site="anchor"/><site site="u0"/><site site="f0"/><site site="h0"/>
+    </spatial>
+    <spatial name="pulley" damping="0.5" stiffness="12" range="0.45 0.7" limited="true">
+      <site site="anchor"/><site site="u1"/>
+      <pulley divisor="2"/>
+      <site site="u1"/><site site="f0"/>
+      <pulley divisor="3"/>
+      <site site="u1"/><site site="h0"/>
+    </spatial>
+    <spatial name="cyl" stiffness="30" damping="0.4" frictionloss="0.4">
+      <site site="u1"/><geom geom="pulleywheel"/><site site="f0"/>
+    </spatial>
+    <spatial name="cyl_side" stiffness="25" damping="0.2">
+      <site site="u2"/><geom geom="pulleywheel" sidesite="side_down"/><site site="f1"/>
+    </spatial>
+    <spatial name="sphere" stiffness="20" damping="0.3">
+      <site site="u1"/><geom geom="ball"/><site site="f0"/>
+    </spatial>
+    <spatial name="sphere_side" stiffness="15" damping="0.6">
+      <site site="u1"/><geom geom="ball" sidesite="side_up"/><site site="f1"/><site site="h0"/>
+    </spatial>
+    <spatial name="twice" damping="0.1">
+      <site site="u1"/><geom geom="pulleywheel"/><site site="f0"/><geom geom="ball"/><site site="f0"/><site site="h0"/>
+    </spatial>
+    <fixed name="fixed" stiffness="5" springlength="0.1" damping="0.7">
+      <joint joint="shoulder" coef="1"/><joint joint="elbow" coef="-0.5"/>
+    </fixed>
+  </tendon>
+  <actuator>
+    <position name="servo" tendon="cyl" kp="10000" kv="3"/>
+    <motor name="pull" tendon="sphere_side" gear="2"/>
+  </actuator>
+</mujoco>
+"""
+
+TENDON_FREE = """<mujoco model="tendon_free">
+  <worldbody>
+    <site name="anchor" pos="0 0 1"/>
+    <body name="hull" pos="0 0 0.5">
+      <freejoint name="float"/>
+      <geom type="box" size="0.1 0.05 0.05"/>
+      <geom name="drum" type="cylinder" size="0.04 0.03" pos="0.1 0 0" euler="90 0 0" contype="0" conaffinity="0"/>
+      <site name="drum_side" pos="0.1 0 -0.2"/>
+      <site name="h0" pos="-0.1 0.02 0.06"/>
+      <body name="arm" pos="0.2 0 0">
+        <joint name="hinge" axis="0 1 0"/>
+        <geom type="capsule" fromto="0 0 0 0.2 0 0" size="0.02"/>
+        <site name="a0" pos="0.15 0.01 -0.03"/>
+      </body>
+    </body>
+  </worldbody>
+  <tendon>
+    <spatial name="sling" stiffness="50" damping="2" springlength="0.6">
+      <site site="anchor"/><site site="h0"/><geom geom="drum" sidesite="drum_side"/><site site="a0"/>
+    </spatial>
+  </tendon>
+  <actuator><position name="reel" tendon="sling" kp="300" kv="5"/></actuator>
+</mujoco>
+"""
+
+
+def _tendons(model) -> dict:
+    return {t["name"]: t for n, p in model.default_forces if n in ("tendon_passive", "tendon_limits")
+            for t in p["tendons"]}
+
+
+@pytest.mark.parametrize("text", [TENDON_ARM, TENDON_FREE], ids=["arm", "free"])
+def test_spatial_tendon_lengths_and_moments_are_mujocos(tmp_path, rng, text):
+    """Sites, pulleys (divisors 2 and 3), a sphere and a cylinder wrap with and without a sidesite, a geom
+    between one site and itself (as in Menagerie's aero hand: no NaN in the moment), a fixed tendon; on a free hull too: ten_length and ten_J (mapped by T) to 1e-9 at 200 random states, each wrapping
+    tendon seen both wrapped and straight. The moment is ca.gradient of the length."""
+    import casadi as ca
+
+    from pbframework.tendons import tendon_moment
+
+    path = write(tmp_path, "tendons.xml", text)
+    model = pbf.load_mjcf(path)
+    m = mujoco.MjModel.from_xml_path(str(path))
+    d = mujoco.MjData(m)
+    specs = _tendons(model)
+    assert sorted(specs) == sorted(m.tendon(k).name for k in range(m.ntendon))
+    qs = casadi_sym(model)
+    fns = {k: ca.Function("t", [qs], list(tendon_moment(model, t, qs))) for k, t in specs.items()}
+    seen: dict[str, set] = {}
+    worst = 0.0
+    for _ in range(200):
+        q, v = random_state(model, rng)
+        d.qpos[:], d.qvel[:] = to_mujoco(model, q, v)
+        mujoco.mj_forward(m, d)
+        J = np.zeros((m.ntendon, m.nv))
+        mujoco.mju_sparse2dense(J, d.ten_J, m.ten_J_rownnz, m.ten_J_rowadr, m.ten_J_colind)
+        T = pbf.io.mjcf.mujoco_velocity_map(model, q)
+        for k in range(m.ntendon):
+            length, moment = fns[m.tendon(k).name](q)
+            worst = max(worst, abs(float(length) - d.ten_length[k]) / max(abs(d.ten_length[k]), 1.0),
+                        rel_err(np.asarray(moment).ravel(), T.T @ J[k]))
+            objs = d.wrap_obj.ravel()[d.ten_wrapadr[k]:d.ten_wrapadr[k] + d.ten_wrapnum[k]]
+            seen.setdefault(m.tendon(k).name, set()).add(bool((objs >= 0).any()))
+    assert worst <= TOL, worst
+    for name in ("cyl", "cyl_side", "sphere", "sphere_side", "sling"):
+        assert name not in seen or seen[name] == {True, False}, name
+
+
+@pytest.mark.parametrize("text", [TENDON_ARM, TENDON_FREE], ids=["arm", "free"])
+def test_tendon_springs_dampers_and_tendon_servos_are_mujocos_forces(tmp_path, rng, text):
+    """Tendon stiffness about springlength (a deadband [0.5, 0.7] on one), damping -b V along dL/dq, fixed and
+    spatial; position servos (kp 10000) and a motor on spatial tendons: qfrc_passive and qfrc_actuator to 1e-9."""
+    path = write(tmp_path, "tendons.xml", text)
+    model = pbf.load_mjcf(path)
+    assert "tendon_passive" in dict(model.default_forces) and "mj_actuators" in dict(model.default_forces)
+    worst = compare(path, rng, states=30)
+    assert max(worst.values()) <= TOL, worst
+
+
+def test_a_spatial_tendon_limit_pushes_along_its_moment_and_is_the_gradient_of_its_energy(tmp_path, rng):
+    """tendon_limits on the pulley tendon: a vanishing force inside [0.45, 0.7] (below 1e-6: the smooth onset),
+    outside it along MuJoCo's ten_J (the
+    direction of MuJoCo's limit constraint row), and at rest minus the gradient of its energy (central
+    differences)."""
+    path = write(tmp_path, "tendons.xml", TENDON_ARM)
+    model = pbf.load_mjcf(path)
+    (limits,) = forces_of(model, ("tendon_limits",))
+    assert [t["name"] for t in limits.tendons] == ["pulley"]
+    m = mujoco.MjModel.from_xml_path(str(path))
+    d = mujoco.MjData(m)
+    k = m.tendon("pulley").id
+    outside = 0
+    for _ in range(40):
+        q, v = random_state(model, rng)
+        d.qpos[:], d.qvel[:] = to_mujoco(model, q, v)
+        mujoco.mj_forward(m, d)
+        J = np.zeros((m.ntendon, m.nv))
+        mujoco.mju_sparse2dense(J, d.ten_J, m.ten_J_rownnz, m.ten_J_rowadr, m.ten_J_colind)
+        f = np.asarray(limits.generalized_force(model, q, np.zeros(model.nv), 0.0)).ravel()
+        T = pbf.io.mjcf.mujoco_velocity_map(model, q)
+        j = T.T @ J[k]
+        if 0.45 + 0.02 < d.ten_length[k] < 0.7 - 0.02:
+            assert np.abs(f).max() < 1e-6
+            continue
+        outside += 1
+        assert np.linalg.norm(f - (f @ j) / (j @ j) * j) <= 1e-9 * max(np.linalg.norm(f), 1.0)
+        h = 1e-6
+        grad = np.array([(float(limits.energy(model, q + h * e)) - float(limits.energy(model, q - h * e))) / (2 * h)
+                         for e in np.eye(model.nq)])
+        np.testing.assert_allclose(f, -grad, rtol=1e-5, atol=1e-5 * max(np.abs(f).max(), 1.0))
+    assert outside >= 3
+
+
+@pytest.mark.parametrize("xml,fragments", [
+    ('<geom geom="ball" sidesite="inner"/>', ["<tendon name='t'>", "sidesite", "inside the geom"]),
+    ('<geom geom="ball" sidesite="elsewhere"/>', ["<tendon name='t'>", "another body than the geom"]),
+], ids=["inside", "other-body"])
+def test_unsupported_tendon_wraps_are_refused_naming_the_tendon(tmp_path, xml, fragments):
+    text = TENDON_ARM.replace('<site name="side_up" pos="0 0 0.1"/>',
+                              '<site name="side_up" pos="0 0 0.1"/><site name="inner" pos="0.01 0 0"/>').replace(
+        '<site name="u0" pos="0.05 0.01 0.05"/>', '<site name="u0" pos="0.05 0.01 0.05"/><site name="elsewhere"/>')
+    text = text.replace("<tendon>", f'<tendon><spatial name="t"><site site="u1"/>{xml}<site site="f0"/></spatial>')
+    with pytest.raises(ModelError) as exc:
+        pbf.load_mjcf(write(tmp_path, "bad.xml", text))
+    for frag in fragments:
+        assert frag in str(exc.value)
+
+
+def test_tendon_frictionloss_is_a_smooth_dry_friction_along_the_moment(tmp_path, rng):
+    """tendon_friction: -f tanh(V / v_s) J with MuJoCo's ten_velocity and ten_J (to 1e-9); off with MuJoCo's
+    frictionloss flag (MuJoCo's own friction is a constraint: not compared)."""
+    path = write(tmp_path, "tendons.xml", TENDON_ARM)
+    model = pbf.load_mjcf(path)
+    (friction,) = forces_of(model, ("tendon_friction",))
+    assert [(t["name"], t["friction"]) for t in friction.tendons] == [("cyl", 0.4)]
+    m = mujoco.MjModel.from_xml_path(str(path))
+    d = mujoco.MjData(m)
+    k = m.tendon("cyl").id
+    for _ in range(20):
+        q, v = random_state(model, rng)
+        d.qpos[:], d.qvel[:] = to_mujoco(model, q, v)
+        mujoco.mj_forward(m, d)
+        J = np.zeros((m.ntendon, m.nv))
+        mujoco.mju_sparse2dense(J, d.ten_J, m.ten_J_rownnz, m.ten_J_rowadr, m.ten_J_colind)
+        T = pbf.io.mjcf.mujoco_velocity_map(model, q)
+        ref = -0.4 * np.tanh(d.ten_velocity[k] / 1e-3) * (T.T @ J[k])
+        assert rel_err(np.asarray(friction.generalized_force(model, q, v, 0.0)).ravel(), ref) <= TOL
+    assert "tendon_friction" not in dict(pbf.load_mjcf(path, disable=("frictionloss",)).default_forces)
+
+
+def test_spatial_tendon_actuators_keep_a_potential_whose_gradient_is_minus_their_force(tmp_path, rng):
+    """A position servo and a motor on spatial tendons: dQ/dq_{k+1} = -gear J(q_{k+1}) F with F at the length
+    l(q_{k+1}) and the backward-Euler rate (l(q_{k+1}) - l(q_k)) / h (for a nonlinear l not J qd)."""
+    import casadi as ca
+
+    from pbframework.tendons import tendon_moment
+
+    model = pbf.load_mjcf(write(tmp_path, "tendons.xml", TENDON_ARM))
+    (acts,) = forces_of(model, ("mj_actuators",))
+    assert pbf.ForceForm.POTENTIAL in acts.forms and all("path" in a for a in acts.actuators)
+    qn = ca.SX.sym("qn", model.nq)
+    lengths = [ca.Function("l", [qn], list(tendon_moment(model, a, qn))) for a in acts.actuators]
+    for h in (1e-3, 1e-2):
+        qc, qd, u = random_state(model, rng)[0], rng.uniform(-1, 1, model.nv), rng.uniform(-0.3, 0.3, 2)
+        q1 = qc + h * qd
+        grad = ca.Function("g", [qn], [ca.gradient(acts.potential(model, qn, qc, qc, h, 0.0, u=u), qn)])
+        tau = np.zeros(model.nv)
+        for a, fn, c in zip(acts.actuators, lengths, u):
+            l1, J = (np.asarray(x, float).ravel() for x in fn(q1))
+            L, V = a["gear"] * l1[0], a["gear"] * (l1[0] - float(fn(qc)[0])) / h
+            g, b = a["gain"], a["bias"]
+            tau += a["gear"] * J * ((g[0] + g[1] * L + g[2] * V) * c + b[0] + b[1] * L + b[2] * V)
+        assert rel_err(-np.asarray(grad(q1)).ravel(), tau) <= TOL and np.abs(tau).max() > 0.1
+
+
+def test_a_wrap_on_one_link_is_a_constant_even_from_a_site_on_the_geoms_surface(tmp_path, rng):
+    """Two sites and a cylinder on one link (as on Menagerie's aero hand fingers, where a site lies on the
+    cylinder's surface and the wrap's own gradient is singular): the segment is a constant, its moment zero and
+    finite. (Not compared with MuJoCo: from a site on the surface its wrap / no-wrap test is decided by
+    rounding.)"""
+    import casadi as ca
+
+    from pbframework.tendons import tendon_moment
+
+    text = TENDON_ARM.replace('<site name="side_down" pos="0.01 0.003 -0.1"/>',
+                              '<site name="side_down" pos="0.01 0.003 -0.1"/><site name="onrim" pos="0 0.01 -0.04"/>')
+    text = text.replace("<tendon>", '<tendon><spatial name="rim" damping="0.2"><site site="onrim"/>'
+                                    '<geom geom="pulleywheel" sidesite="side_down"/><site site="f0"/></spatial>')
+    model = pbf.load_mjcf(write(tmp_path, "rim.xml", text))
+    (rim,) = [t for t in _tendons(model).values() if t["name"] == "rim"]
+    qs = casadi_sym(model)
+    fn = ca.Function("t", [qs], list(tendon_moment(model, rim, qs)))
+    lengths = []
+    for _ in range(10):
+        length, moment = (np.asarray(x, float).ravel() for x in fn(random_state(model, rng)[0]))
+        assert np.all(moment == 0.0)
+        lengths.append(length[0])
+    assert np.ptp(lengths) == 0.0 and np.isfinite(lengths[0])

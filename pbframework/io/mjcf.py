@@ -35,8 +35,9 @@ Forces (``model.default_forces``; a :class:`~pbframework.simulate.Simulator` add
   its ellipsoid model on bodies with ``fluidshape="ellipsoid"`` geoms, :mod:`pbframework.plugins.forces.fluid`);
   ``joint_friction`` from ``frictionloss`` (MuJoCo's dry friction
   is a constraint; here a smooth ``tanh`` regularisation, see :mod:`pbframework.plugins.forces.passive`);
-  ``joint_limits`` where a joint is limited and ``tendon_limits`` where a fixed tendon is (``limits=True``;
-  MuJoCo's limits are constraints, here a stiff one-sided spring); ``mj_actuators`` from ``<actuator>`` (the control vector, MuJoCo's ``ctrl``, is the
+  ``joint_limits`` where a joint is limited and ``tendon_limits`` where a tendon is (``limits=True``;
+  MuJoCo's limits are constraints, here a stiff one-sided spring); ``tendon_passive`` from tendon ``stiffness``
+  / ``springlength`` / ``damping``; ``mj_actuators`` from ``<actuator>`` (the control vector, MuJoCo's ``ctrl``, is the
   step's input ``u``). MuJoCo's ``<option><flag gravity / spring / damper / actuation="disable">`` are
   honoured.
 - Geoms: spheres, boxes and capsules that collide (``contype`` or ``conaffinity`` non-zero) on moving bodies
@@ -46,8 +47,9 @@ Forces (``model.default_forces``; a :class:`~pbframework.simulate.Simulator` add
   :class:`UnsupportedGeoms` warning names them.
 
 ``<equality>`` constraints are refused unless ``equality="disable"`` (module function) leaves them out as
-MuJoCo's ``<flag equality="disable"/>`` does. Whatever else the mapping cannot represent (spatial tendons,
-actuators with activation dynamics, body and slider-crank transmissions,
+MuJoCo's ``<flag equality="disable"/>`` does. Tendons, fixed and spatial (sites, pulleys, sphere and cylinder
+wraps), are :mod:`pbframework.tendons` specs inside the force specs. Whatever else the mapping cannot represent
+(actuators with activation dynamics, body and slider-crank transmissions,
 springs on ball / free joints, mocap bodies, ...) is a :class:`~pbframework.model.ModelError` at
 load naming the element, the attribute and the file.
 """
@@ -180,15 +182,30 @@ def _check_supported(c: _Compiled, equality: str) -> None:
     for k in range(m.ntendon):
         where = c.element("tendon", k)
         wraps = range(int(m.tendon_adr[k]), int(m.tendon_adr[k]) + int(m.tendon_num[k]))
-        if any(int(m.wrap_type[w]) != mj.mjtWrap.mjWRAP_JOINT for w in wraps):
-            raise c.refuse(f"{where}: a spatial tendon (fixed tendons only)")
         for w in wraps:
-            j = int(m.wrap_objid[w])
-            if int(m.jnt_type[j]) not in (mj.mjtJoint.mjJNT_HINGE, mj.mjtJoint.mjJNT_SLIDE):
-                raise c.refuse(f"{where}: a fixed tendon through the ball / free joint {c.joint_names[j]!r}")
-        for attr in ("stiffness", "damping", "frictionloss"):
-            if np.any(np.asarray(getattr(m, f"tendon_{attr}")[k]) != 0):
+            t, obj = int(m.wrap_type[w]), int(m.wrap_objid[w])
+            if t == mj.mjtWrap.mjWRAP_JOINT and int(m.jnt_type[obj]) not in (mj.mjtJoint.mjJNT_HINGE,
+                                                                              mj.mjtJoint.mjJNT_SLIDE):
+                raise c.refuse(f"{where}: a fixed tendon through the ball / free joint {c.joint_names[obj]!r}")
+            if t not in (mj.mjtWrap.mjWRAP_JOINT, mj.mjtWrap.mjWRAP_SITE, mj.mjtWrap.mjWRAP_PULLEY,
+                         mj.mjtWrap.mjWRAP_SPHERE, mj.mjtWrap.mjWRAP_CYLINDER):
+                raise c.refuse(f"{where}: wrap type {mj.mjtWrap(t).name.split('_', 1)[1].lower()!r} (sites, "
+                               f"pulleys, spheres and cylinders only)")
+            side = int(round(float(m.wrap_prm[w]))) if t in (mj.mjtWrap.mjWRAP_SPHERE, mj.mjtWrap.mjWRAP_CYLINDER) else -1
+            if side >= 0:
+                geom = c.element("geom", obj)
+                if int(m.site_bodyid[side]) != int(m.geom_bodyid[obj]):
+                    raise c.refuse(f"{where}: the sidesite of {geom} is on another body than the geom (a side "
+                                   f"site on the geom's body only)")
+                s_geom = _pose(m.geom_pos[obj], m.geom_quat[obj]).T[:3, :3] @ (m.site_pos[side] - m.geom_pos[obj])
+                if np.linalg.norm(s_geom) < m.geom_size[obj][0]:
+                    raise c.refuse(f"{where}: the sidesite of {geom} is inside the geom (MuJoCo's inside wrap "
+                                   f"is not supported)")
+        for attr in ("armature", "stiffnesspoly", "dampingpoly", "springyield"):
+            if hasattr(m, f"tendon_{attr}") and np.any(np.asarray(getattr(m, f"tendon_{attr}")[k]) != 0):
                 raise c.refuse(f"{where}: attribute {attr}")
+        if hasattr(m, "tendon_actfrclimited") and m.tendon_actfrclimited[k]:
+            raise c.refuse(f"{where}: attribute actuatorfrcrange")
     if m.opt.density != 0 or m.opt.viscosity != 0:      # MuJoCo's fluid forces
         for attr, value in (("density", m.opt.density), ("viscosity", m.opt.viscosity), ("wind", m.opt.wind)):
             if not np.all(np.isfinite(value)):
@@ -220,7 +237,7 @@ def _check_supported(c: _Compiled, equality: str) -> None:
         trn = int(m.actuator_trntype[a])
         if trn not in (mj.mjtTrn.mjTRN_JOINT, mj.mjtTrn.mjTRN_TENDON, mj.mjtTrn.mjTRN_SITE):
             raise c.refuse(f"{where}: a {mj.mjtTrn(trn).name.split('_', 1)[1].lower()} transmission (joint, "
-                           f"fixed-tendon and site transmissions only)")
+                           f"tendon and site transmissions only)")
         j = int(m.actuator_trnid[a, 0])
         if trn == mj.mjtTrn.mjTRN_JOINT and int(m.jnt_type[j]) not in (mj.mjtJoint.mjJNT_HINGE,
                                                                         mj.mjtJoint.mjJNT_SLIDE):
@@ -436,12 +453,12 @@ def load_mjcf(path: str | os.PathLike, *, limits: bool = True, balance_inertia: 
                                       "wind": [float(x) for x in m.opt.wind], "links": list(fluid_axes),
                                       "axes": {k: A.tolist() for k, A in fluid_axes.items()},
                                       "ellipsoids": fluid_ellipsoids}))
+    forces += _tendon_passive(c, dof_coord, X, link_of, off)
     limited = [k for k in range(m.ntendon) if m.tendon_limited[k]]
     if limited and limits:
         forces.append(("tendon_limits", {"tendons": [
-            {"name": m.tendon(k).name or f"tendon{k}", "lower": float(m.tendon_range[k][0]),
-             "upper": float(m.tendon_range[k][1]),
-             "joints": _tendon_joints(m, k, dof_coord)} for k in limited]}))
+            {**_tendon_spec(c, k, dof_coord, X, link_of), "lower": float(m.tendon_range[k][0]),
+             "upper": float(m.tendon_range[k][1])} for k in limited]}))
     if m.nu and not off(mj.mjtDisableBit.mjDSBL_ACTUATION):
         forces.append(("mj_actuators", _actuator_params(c, dof_coord, off, gravcomp, X, link_of)))
     if equality == "soft" and not off(mj.mjtDisableBit.mjDSBL_EQUALITY) and not off(mj.mjtDisableBit.mjDSBL_CONSTRAINT):
@@ -636,6 +653,27 @@ def _passive_forces(c: _Compiled, dof_coord: dict[int, str], gravcomp: dict[str,
     return out
 
 
+def _tendon_passive(c: _Compiled, dof_coord: dict[int, str], X: dict[int, np.ndarray], link_of: dict[int, str],
+                    off) -> list:
+    """The ``tendon_passive`` spec: MuJoCo's tendon springs (``stiffness`` about ``springlength``, a deadband
+    ``[low, high]``) and dampers (``damping``), as ``mj_passive`` applies them; ``tendon_friction`` from
+    ``frictionloss`` (a smooth stand-in for MuJoCo's friction constraint, as ``joint_friction``)."""
+    m, mj = c.m, c.mj
+    k_on, d_on = not off(mj.mjtDisableBit.mjDSBL_SPRING), not off(mj.mjtDisableBit.mjDSBL_DAMPER)
+    out = []
+    for k in range(m.ntendon):
+        stiffness = float(m.tendon_stiffness[k]) if k_on else 0.0
+        damping = float(m.tendon_damping[k]) if d_on else 0.0
+        if stiffness or damping:
+            out.append({**_tendon_spec(c, k, dof_coord, X, link_of), "stiffness": stiffness, "damping": damping,
+                        "springlength": [float(v) for v in m.tendon_lengthspring[k]]})
+    rubbed = [] if off(mj.mjtDisableBit.mjDSBL_FRICTIONLOSS) or off(mj.mjtDisableBit.mjDSBL_CONSTRAINT) else \
+        [{**_tendon_spec(c, k, dof_coord, X, link_of), "friction": float(m.tendon_frictionloss[k])}
+         for k in range(m.ntendon) if m.tendon_frictionloss[k] != 0]
+    return ([("tendon_passive", {"tendons": out})] if out else []) + \
+        ([("tendon_friction", {"tendons": rubbed})] if rubbed else [])
+
+
 def _actuator_params(c: _Compiled, dof_coord: dict[int, str], off, gravcomp: dict[str, float],
                      X: dict[int, np.ndarray], link_of: dict[int, str]) -> dict[str, Any]:
     """The ``mj_actuators`` parameters of the compiled model's actuators (and of the gravity compensation on
@@ -660,8 +698,10 @@ def _actuator_params(c: _Compiled, dof_coord: dict[int, str], off, gravcomp: dic
                             "wrap": wrap, "gear": gear.tolist()}
         elif trn == mj.mjtTrn.mjTRN_JOINT:
             transmission = {"joints": {dof_coord[int(m.jnt_dofadr[j])]: 1.0}, "gear": float(m.actuator_gear[a, 0])}
-        else:                                   # a fixed tendon: length = sum coef q
-            transmission = {"joints": _tendon_joints(m, j, dof_coord), "gear": float(m.actuator_gear[a, 0])}
+        else:                                   # a tendon: fixed (sum coef q) or spatial (a path)
+            spec = _tendon_spec(c, j, dof_coord, X, link_of)
+            transmission = {k: v for k, v in spec.items() if k != "name"}
+            transmission["gear"] = float(m.actuator_gear[a, 0])
         gain = np.zeros(3)
         gain[0] = m.actuator_gainprm[a, 0]
         if int(m.actuator_gaintype[a]) == mj.mjtGain.mjGAIN_AFFINE:
@@ -805,10 +845,37 @@ def _equality_params(c: _Compiled, X: dict[int, np.ndarray], link_of: dict[int, 
     return out
 
 
-def _tendon_joints(m, k: int, dof_coord: dict[int, str]) -> dict[str, float]:
-    """A fixed tendon's length as ``{coordinate name: coefficient}`` (``l = sum c_i q_i``)."""
-    joints: dict[str, float] = {}
-    for w in range(int(m.tendon_adr[k]), int(m.tendon_adr[k]) + int(m.tendon_num[k])):
-        name = dof_coord[int(m.jnt_dofadr[int(m.wrap_objid[w])])]
-        joints[name] = joints.get(name, 0.0) + float(m.wrap_prm[w])
-    return joints
+def _tendon_spec(c: _Compiled, k: int, dof_coord: dict[int, str], X: dict[int, np.ndarray],
+                 link_of: dict[int, str]) -> dict[str, Any]:
+    """Tendon ``k`` as a :mod:`pbframework.tendons` spec: a fixed tendon's ``{coordinate name: coefficient}``
+    (``l = sum c_i q_i``), or a spatial tendon's path of sites, pulleys and wrapping geoms in their links'
+    frames."""
+    m, mj = c.m, c.mj
+    name = m.tendon(k).name or f"tendon{k}"
+    wraps = range(int(m.tendon_adr[k]), int(m.tendon_adr[k]) + int(m.tendon_num[k]))
+    if int(m.wrap_type[wraps[0]]) == mj.mjtWrap.mjWRAP_JOINT:
+        joints: dict[str, float] = {}
+        for w in wraps:
+            coord = dof_coord[int(m.jnt_dofadr[int(m.wrap_objid[w])])]
+            joints[coord] = joints.get(coord, 0.0) + float(m.wrap_prm[w])
+        return {"name": name, "joints": joints}
+
+    def site(i: int) -> dict[str, Any]:
+        b = int(m.site_bodyid[i])
+        return {"link": link_of[b], "pos": (X[b] @ np.r_[m.site_pos[i], 1.0])[:3].tolist()}
+
+    path = []
+    for w in wraps:
+        t, obj = int(m.wrap_type[w]), int(m.wrap_objid[w])
+        if t == mj.mjtWrap.mjWRAP_SITE:
+            path.append({"kind": "site", **site(obj)})
+        elif t == mj.mjtWrap.mjWRAP_PULLEY:
+            path.append({"kind": "pulley", "divisor": float(m.wrap_prm[w])})
+        else:
+            b, side = int(m.geom_bodyid[obj]), int(round(float(m.wrap_prm[w])))
+            path.append({"kind": "geom", "link": link_of[b],
+                         "shape": "sphere" if t == mj.mjtWrap.mjWRAP_SPHERE else "cylinder",
+                         "radius": float(m.geom_size[obj][0]),
+                         "frame": (X[b] @ _pose(m.geom_pos[obj], m.geom_quat[obj])).tolist(),
+                         "sidesite": site(side) if side >= 0 else None})
+    return {"name": name, "path": path}

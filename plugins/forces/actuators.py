@@ -9,6 +9,9 @@ control clamped to ``ctrlrange``::
     F = (g0 + g1 L + g2 V) c + b0 + b1 L + b2 V          (MuJoCo's affine gain and bias)
     F = clamp(F, forcerange),  tau_{q_i} += gear c_i F
 
+A spatial tendon transmission (``path``: a :mod:`pbframework.tendons` path) acts on the tendon's length
+``l(q)``: ``L = gear l``, ``V = gear J v`` with the moment ``J = dl/dq``, ``tau += gear J F``.
+
 A site transmission (``site = {link, frame}``, ``gear`` six numbers) applies the wrench ``gear[0:3] F``
 (force) and ``gear[3:6] F`` (torque), in the site's frame, at the site: ``tau += J^T gear F`` with ``J`` the
 site's Jacobian in its own frame (``6 x nv``); MuJoCo's length of such an actuator is ``L = 0`` and its
@@ -51,12 +54,14 @@ from pbframework.hookspecs import PluginInfo, hookimpl
 from pbframework.kinematics import link_poses
 from pbframework.lie import q_integrate
 from pbframework.model import WORLD, ArticulatedBody
+from pbframework.tendons import tendon_length, tendon_moment
 
 from ._common import cached_function, resolve_dofs, velocity_indices
 from .passive import GravityCompensation
 
 _KEYS = ("name", "joints", "gear", "gain", "bias", "ctrlrange", "forcerange")
 _SITE_KEYS = ("name", "site", "refsite", "wrap", "gear", "gain", "bias", "ctrlrange", "forcerange")
+_PATH_KEYS = ("name", "path", "gear", "gain", "bias", "ctrlrange", "forcerange")
 
 
 def _range(who: str, what: str, r: Any) -> tuple[float, float] | None:
@@ -76,11 +81,11 @@ def _clamp(x, r):
 
 
 class MjActuators(ForceModel):
-    """MuJoCo's joint, fixed-tendon and site actuators (module docstring).
+    """MuJoCo's joint, tendon and site actuators (module docstring).
 
     Args:
         actuators: one mapping per actuator with ``name``, its transmission -- ``joints`` (``{hinge or slide
-            coordinate name: coefficient}``) with ``gear`` a number, or ``site`` and ``refsite`` (``{"link":
+            coordinate name: coefficient}``) or a spatial tendon's ``path`` with ``gear`` a number, or ``site`` and ``refsite`` (``{"link":
             name, "frame": 4 x 4 pose of the site in the link's frame}``; ``refsite`` may be ``None``) with
             ``gear`` six numbers and ``wrap`` (``None`` or the period of the servo error) --, ``gain`` and
             ``bias``
@@ -108,9 +113,10 @@ class MjActuators(ForceModel):
             raise ValueError(f"{who}: actuators must be a non-empty list of mappings, got {actuators!r}")
         self.actuators: list[dict[str, Any]] = []
         for k, a in enumerate(actuators):
-            if not isinstance(a, Mapping) or set(a) not in (set(_KEYS), set(_SITE_KEYS)):
+            if not isinstance(a, Mapping) or set(a) not in (set(_KEYS), set(_SITE_KEYS), set(_PATH_KEYS)):
                 raise ValueError(f"{who}: actuator {k} must be a mapping with exactly the keys {list(_KEYS)} (or "
-                                 f"'site', 'refsite' and 'wrap' for 'joints'), got {a!r}")
+                                 f"'site', 'refsite' and 'wrap' for 'joints', or a spatial tendon's 'path'), got "
+                                 f"{a!r}")
             where = f"{who}: actuator {a['name']!r}"
             gain, bias = np.asarray(a["gain"], float).reshape(-1), np.asarray(a["bias"], float).reshape(-1)
             gear = np.asarray(a["gear"], float).reshape(-1)
@@ -130,6 +136,11 @@ class MjActuators(ForceModel):
                 entry.update(site=_site(where, "site", a["site"]), gear=gear.tolist(),
                              refsite=None if a["refsite"] is None else _site(where, "refsite", a["refsite"]),
                              wrap=None if wrap is None else float(wrap))
+            elif "path" in a:
+                from pbframework.tendons import check_tendon
+
+                entry.update(path=check_tendon(where, {"name": a["name"], "path": a["path"]})["path"],
+                             gear=float(gear[0]))
             else:
                 joints = a["joints"]
                 if (not isinstance(joints, Mapping) or not joints or not all(isinstance(k, str) for k in joints)
@@ -194,7 +205,7 @@ class MjActuators(ForceModel):
         length (an empty list for a site actuator)."""
         out = []
         for a in self.actuators:
-            if "site" in a:
+            if "site" in a or "path" in a:
                 out.append([])
                 continue
             idx = resolve_dofs(self.name, model, tuple(a["joints"]))
@@ -229,6 +240,11 @@ class MjActuators(ForceModel):
                     F = self._force(a, length, ca.dot(moment, qds), c)
                     tau = [x + moment[i] * F for i, x in enumerate(tau)]
                     continue
+                if "path" in a:          # a spatial tendon: L = gear l(q), V = gear J v, tau += gear J F
+                    length, J = tendon_moment(model, a, qs)
+                    F = self._force(a, gear * length, gear * ca.dot(J, qds), c)
+                    tau = [x + gear * J[i] * F for i, x in enumerate(tau)]
+                    continue
                 F = self._force(a, gear * self._length(mom, qs), gear * self._length(mom, qds, True), c)
                 for _, vi, coef in mom:
                     tau[vi] = tau[vi] + gear * coef * F
@@ -253,7 +269,10 @@ class MjActuators(ForceModel):
             Q = ca.SX(0)
             for k, (a, mom) in enumerate(zip(self.actuators, self._moments(model))):
                 c, gear = _clamp(us[k], a["ctrlrange"]), a["gear"]
-                ln, lc = self._length(mom, qn), self._length(mom, qc)
+                if "path" in a:
+                    ln, lc = tendon_length(model, a, qn), tendon_length(model, a, qc)
+                else:
+                    ln, lc = self._length(mom, qn), self._length(mom, qc)
                 s1 = self._unclamped(a, gear * ln, gear * (ln - lc) / h, c)
                 s0 = self._unclamped(a, gear * lc, 0.0, c)   # the same affine s(l) at l = l_k
                 Q = Q - gear * (ln - lc) * _mean_clamp(s0, s1, a["forcerange"])
@@ -379,4 +398,4 @@ def _mean_clamp(s0, s1, r):
 @hookimpl
 def pbf_force_models():
     return [PluginInfo("mj_actuators", "MuJoCo actuators (motor, position, velocity, general affine; joint, "
-                       "fixed-tendon and site transmissions) driven by ctrl, the step's input u", MjActuators)]
+                       "tendon and site transmissions) driven by ctrl, the step's input u", MjActuators)]

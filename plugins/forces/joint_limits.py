@@ -203,13 +203,14 @@ class JointLimits(ForceModel):
 
 
 class TendonLimits(ForceModel):
-    """The same smooth one-sided spring and damper on the lengths of fixed tendons (MJCF ``<fixed range>``):
-    a tendon's length is ``l = sum_i c_i q_i`` over hinge and slide coordinates, and its limit acts along
-    ``c`` with the tendon's effective inertia ``1 / (c^T M^-1 c)`` at the neutral configuration.
+    """The same smooth one-sided spring and damper on the lengths of tendons (MJCF tendon ``range``): fixed
+    tendons (``l = sum_i c_i q_i`` over hinge and slide coordinates) and spatial ones (sites, pulleys, wrapping
+    geoms: :mod:`pbframework.tendons`). A limit acts along the tendon's moment ``J = dl/dq`` with the tendon's
+    effective inertia ``1 / (J M^-1 J^T)`` at the neutral configuration.
 
     Args:
-        tendons: one mapping per tendon: ``name``, ``joints`` (``{coordinate name: coefficient}``),
-            ``lower`` and ``upper`` (either may be infinite).
+        tendons: one mapping per tendon: a :mod:`pbframework.tendons` spec (``name`` and ``joints``
+            ``{coordinate name: coefficient}`` or ``path``), ``lower`` and ``upper`` (either may be infinite).
         frequency, damping_ratio, width: as :class:`JointLimits`.
     """
 
@@ -220,15 +221,19 @@ class TendonLimits(ForceModel):
 
     def __init__(self, tendons=(), frequency: float = FREQUENCY, damping_ratio: float = DAMPING_RATIO,
                  width: float = WIDTH) -> None:
+        from pbframework.tendons import check_tendon
+
         if isinstance(tendons, (str, dict)) or not tendons:
             raise ValueError(f"{self.name}: tendons must be a non-empty list of mappings, got {tendons!r}")
         self.tendons = []
         for t in tendons:
+            if not isinstance(t, dict) or "lower" not in t or "upper" not in t:
+                raise ValueError(f"{self.name}: each tendon needs lower and upper, got {t!r}")
             lo, hi = float(t["lower"]), float(t["upper"])
-            if not lo <= hi or not t["joints"]:
-                raise ValueError(f"{self.name}: tendon {t.get('name')!r} needs joints and lower <= upper, got {t!r}")
-            self.tendons.append({"name": str(t["name"]), "joints": {str(k): float(v) for k, v in t["joints"].items()},
-                                 "lower": lo, "upper": hi})
+            if not lo <= hi:
+                raise ValueError(f"{self.name}: tendon {t.get('name')!r} needs lower <= upper, got {t!r}")
+            spec = check_tendon(self.name, {k: v for k, v in t.items() if k not in ("lower", "upper")})
+            self.tendons.append({**spec, "lower": lo, "upper": hi})
         self.frequency = finite_number(self.name, "frequency", frequency, minimum=0.0, strict=True)
         self.damping_ratio = finite_number(self.name, "damping_ratio", damping_ratio, minimum=0.0)
         self.width = finite_number(self.name, "width", width, minimum=0.0, strict=True)
@@ -237,34 +242,37 @@ class TendonLimits(ForceModel):
         return {"tendons": [dict(t) for t in self.tendons], "frequency": self.frequency,
                 "damping_ratio": self.damping_ratio, "width": self.width}
 
-    def _setup(self, model: ArticulatedBody) -> list[tuple[np.ndarray, np.ndarray, float, float, float, float]]:
-        """Per tendon: (q indices, v indices, coefficients as one array, lower, upper, k, b)."""
+    def _setup(self, model: ArticulatedBody) -> list[tuple[dict, float, float, float, float]]:
+        """Per tendon: (spec, lower, upper, k, b)."""
         def build():
-            from ._common import velocity_indices
+            from pbframework.tendons import tendon_moment
 
-            M = np.array(crba(model)(clip_to_limits(model, model.neutral())))
+            q0 = clip_to_limits(model, model.neutral())
+            M = np.array(crba(model)(q0))
+            qs = ca.SX.sym("q", model.nq)
             out = []
             for t in self.tendons:
-                idx = resolve_dofs(self.name, model, tuple(t["joints"]))
-                vidx = velocity_indices(self.name, model, idx)
-                c = np.zeros(model.nv)
-                c[vidx] = list(t["joints"].values())
-                m = 1.0 / float(c @ np.linalg.solve(M, c))
-                out.append((idx, vidx, np.array(list(t["joints"].values())), t["lower"], t["upper"],
-                            self.frequency ** 2 * m, 2.0 * self.damping_ratio * self.frequency * m))
+                if "joints" in t:
+                    resolve_dofs(self.name, model, tuple(t["joints"]))
+                J = np.array(ca.Function("J", [qs], [tendon_moment(model, t, qs)[1]])(q0)).reshape(-1)
+                m = 1.0 / float(J @ np.linalg.solve(M, J))
+                out.append((t, t["lower"], t["upper"], self.frequency ** 2 * m,
+                            2.0 * self.damping_ratio * self.frequency * m))
             return out
 
         return cached_function(model, self, "setup", build)
 
-    def _sides(self, model: ArticulatedBody, q):
-        """``(length function, penetration d(q), k, b, sign)`` for every finite tendon limit."""
+    def _sides(self, model: ArticulatedBody, q, moment: bool = False):
+        """``(tendon, length, moment or None, penetration d(q), k, b, sign)`` for every finite tendon limit."""
+        from pbframework.tendons import tendon_length, tendon_moment
+
         out = []
-        for idx, vidx, c, lo, hi, k, b in self._setup(model):
-            length = sum(float(ci) * q[i] for ci, i in zip(c, idx))
+        for t, lo, hi, k, b in self._setup(model):
+            length, J = tendon_moment(model, t, q) if moment else (tendon_length(model, t, q), None)
             if hi < float("inf"):
-                out.append((idx, vidx, c, length - hi, k, b, 1.0))
+                out.append((t, length, J, length - hi, k, b, 1.0))
             if lo > float("-inf"):
-                out.append((idx, vidx, c, lo - length, k, b, -1.0))
+                out.append((t, length, J, lo - length, k, b, -1.0))
         return out
 
     def energy(self, model, q):
@@ -277,10 +285,12 @@ class TendonLimits(ForceModel):
 
     def potential(self, model, q_next, q_cur, q_prev, dt, t):
         def build() -> ca.Function:
+            from pbframework.tendons import tendon_length
+
             qn, qc, h = ca.SX.sym("q_next", model.nq), ca.SX.sym("q_cur", model.nq), ca.SX.sym("dt")
             Q = self.energy(model, qn)
-            for idx, _, c, d, _k, b, _s in self._sides(model, qc):     # the damper switched on where the step starts
-                dl = sum(float(ci) * (qn[i] - qc[i]) for ci, i in zip(c, idx))
+            for tn, lc, _, d, _k, b, _s in self._sides(model, qc):     # the damper switched on where the step starts
+                dl = tendon_length(model, tn, qn) - lc
                 Q = Q + b * _step(d, self.width) * dl ** 2 / (2 * h)
             return ca.Function("tendon_limits_Q", [qn, qc, h], [Q], ["q_next", "q_cur", "dt"], ["Q"])
 
@@ -290,11 +300,9 @@ class TendonLimits(ForceModel):
         def build() -> ca.Function:
             qs, qds = ca.SX.sym("q", model.nq), ca.SX.sym("qd", model.nv)
             f = ca.SX.zeros(model.nv)
-            for idx, vidx, c, d, k, b, sign in self._sides(model, qs):
-                rate = sum(float(ci) * qds[vi] for ci, vi in zip(c, vidx))
-                push = -sign * k * _plus(d, self.width) * _step(d, self.width) - b * _step(d, self.width) * rate
-                for ci, vi in zip(c, vidx):
-                    f[vi] = f[vi] + float(ci) * push
+            for _, _, J, d, k, b, sign in self._sides(model, qs, moment=True):
+                push = -sign * k * _plus(d, self.width) * _step(d, self.width) - b * _step(d, self.width) * ca.dot(J, qds)
+                f = f + J * push
             return ca.Function("tendon_limits_f", [qs, qds], [f], ["q", "qd"], ["f"])
 
         return cached_function(model, self, "f", build)(q, qd)
@@ -304,5 +312,5 @@ class TendonLimits(ForceModel):
 def pbf_force_models():
     return [PluginInfo("joint_limits", "smooth one-sided spring and damper at revolute / prismatic joint limits",
                        JointLimits),
-            PluginInfo("tendon_limits", "the same one-sided spring and damper on the lengths of fixed tendons "
+            PluginInfo("tendon_limits", "the same one-sided spring and damper on the lengths of fixed and spatial tendons "
                        "(MJCF tendon range)", TendonLimits)]

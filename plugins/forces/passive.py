@@ -17,6 +17,13 @@
   (exact sticking, solved with its contacts); this is its smooth stand-in and matches it only where
   ``|qd| >> v_s``. Its potential form is ``Q = f v_s dt log cosh((q_{k+1} - q_k) / (v_s dt))``, whose
   gradient is the friction at the backward-Euler velocity: implicit and dissipative, like ``joint_damping``.
+- ``tendon_passive``: MuJoCo's tendon springs and dampers (MJCF tendon ``stiffness``, ``springlength``,
+  ``damping``) on fixed and spatial tendons (:mod:`pbframework.tendons`): with the length ``L(q)``, the
+  moment ``J = dL/dq`` and ``V = J v``, the tension ``F = -k x - b V`` where ``x`` is ``L``'s distance outside
+  the deadband ``springlength = [low, high]`` (``L - high`` above, ``L - low`` below, 0 within), and
+  ``tau = J F`` (MuJoCo's ``mj_passive``).
+- ``tendon_friction``: MJCF tendon ``frictionloss`` as ``joint_friction`` treats a joint's: the tension
+  ``F = -f tanh(V / v_s)`` along the moment, ``tau = J F`` (MuJoCo's is a constraint; the same smooth stand-in).
 """
 
 from __future__ import annotations
@@ -228,6 +235,100 @@ def joint_mask(who: str, model: ArticulatedBody, joints) -> np.ndarray:
     return mask
 
 
+class TendonPassive(ForceModel):
+    """MuJoCo's tendon springs and dampers (module docstring).
+
+    Args:
+        tendons: one mapping per tendon: a :mod:`pbframework.tendons` spec (``name`` and ``joints`` or
+            ``path``) with ``stiffness``, ``damping`` and ``springlength`` (``[low, high]``; ``low = high`` for
+            a spring without deadband).
+    """
+
+    name = "tendon_passive"
+    forms = frozenset({ForceForm.GENERALIZED_FORCE})
+    group = True
+
+    def __init__(self, tendons: Sequence[Mapping[str, Any]] = ()) -> None:
+        from pbframework.tendons import check_tendon
+
+        if isinstance(tendons, (str, Mapping)) or not tendons:
+            raise ValueError(f"{self.name}: tendons must be a non-empty list of mappings, got {tendons!r}")
+        self.tendons = []
+        for t in tendons:
+            extra = {k: t[k] for k in ("stiffness", "damping", "springlength")} if isinstance(t, Mapping) and \
+                {"stiffness", "damping", "springlength"} <= set(t) else None
+            if extra is None:
+                raise ValueError(f"{self.name}: each tendon needs stiffness, damping and springlength, got {t!r}")
+            spec = check_tendon(self.name, {k: v for k, v in t.items() if k not in extra})
+            lo, hi = (float(v) for v in extra["springlength"])
+            k = finite_number(self.name, "stiffness", extra["stiffness"])
+            b = finite_number(self.name, "damping", extra["damping"])
+            if not lo <= hi:
+                raise ValueError(f"{self.name}: tendon {spec['name']!r}: springlength must be [low, high] with low "
+                                 f"<= high, got {extra['springlength']!r}")
+            self.tendons.append({**spec, "stiffness": k, "damping": b, "springlength": [lo, hi]})
+
+    def params(self) -> dict[str, Any]:
+        return {"tendons": [dict(t) for t in self.tendons]}
+
+    def generalized_force(self, model, q, qd, t):
+        def build() -> ca.Function:
+            from pbframework.tendons import tendon_moment
+
+            qs, qds = ca.SX.sym("q", model.nq), ca.SX.sym("qd", model.nv)
+            f = ca.SX.zeros(model.nv)
+            for tn in self.tendons:
+                length, J = tendon_moment(model, tn, qs)
+                lo, hi = tn["springlength"]
+                x = ca.if_else(length > hi, length - hi, ca.if_else(length < lo, length - lo, 0.0))
+                f = f + J * (-tn["stiffness"] * x - tn["damping"] * ca.dot(J, qds))
+            return ca.Function("tendon_passive_f", [qs, qds], [f], ["q", "qd"], ["f"])
+
+        return cached_function(model, self, "f", build)(q, qd)
+
+
+class TendonFriction(ForceModel):
+    """Dry friction on tendons, ``tau = -f tanh(V / v_s) J`` (module docstring): MJCF tendon ``frictionloss``.
+
+    Args:
+        tendons: one mapping per tendon: a :mod:`pbframework.tendons` spec with ``friction`` (``f``, N).
+        smoothing: ``v_s`` (m/s), as :class:`JointFriction`'s.
+    """
+
+    name = "tendon_friction"
+    forms = frozenset({ForceForm.GENERALIZED_FORCE})
+    group = True
+
+    def __init__(self, tendons: Sequence[Mapping[str, Any]] = (), *, smoothing: float = 1e-3) -> None:
+        from pbframework.tendons import check_tendon
+
+        if isinstance(tendons, (str, Mapping)) or not tendons:
+            raise ValueError(f"{self.name}: tendons must be a non-empty list of mappings, got {tendons!r}")
+        self.tendons = []
+        for t in tendons:
+            if not isinstance(t, Mapping) or "friction" not in t:
+                raise ValueError(f"{self.name}: each tendon needs friction, got {t!r}")
+            spec = check_tendon(self.name, {k: v for k, v in t.items() if k != "friction"})
+            self.tendons.append({**spec, "friction": finite_number(self.name, "friction", t["friction"], minimum=0.0)})
+        self.smoothing = finite_number(self.name, "smoothing", smoothing, minimum=0.0, strict=True)
+
+    def params(self) -> dict[str, Any]:
+        return {"tendons": [dict(t) for t in self.tendons], "smoothing": self.smoothing}
+
+    def generalized_force(self, model, q, qd, t):
+        def build() -> ca.Function:
+            from pbframework.tendons import tendon_moment
+
+            qs, qds = ca.SX.sym("q", model.nq), ca.SX.sym("qd", model.nv)
+            f = ca.SX.zeros(model.nv)
+            for tn in self.tendons:
+                _, J = tendon_moment(model, tn, qs)
+                f = f - J * tn["friction"] * ca.tanh(ca.dot(J, qds) / self.smoothing)
+            return ca.Function("tendon_friction_f", [qs, qds], [f], ["q", "qd"], ["f"])
+
+        return cached_function(model, self, "f", build)(q, qd)
+
+
 @hookimpl
 def pbf_force_models():
     return [
@@ -237,4 +338,8 @@ def pbf_force_models():
                    JointFriction),
         PluginInfo("gravity_compensation", "MJCF gravcomp: -c m g at the centre of mass of listed links",
                    GravityCompensation),
+        PluginInfo("tendon_passive", "MJCF tendon springs (stiffness about springlength) and dampers on fixed "
+                   "and spatial tendons", TendonPassive),
+        PluginInfo("tendon_friction", "dry tendon friction -f tanh(V / v_s) along the moment, a smooth stand-in "
+                   "for MJCF tendon frictionloss", TendonFriction),
     ]
