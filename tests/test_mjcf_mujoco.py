@@ -607,6 +607,24 @@ FLUID = """<mujoco><option gravity="0 0 -9.81" density="1.225" viscosity="1.8e-5
 matter) and a two-link arm with a massless tip, in air with a wind; the magnetic field does nothing."""
 
 
+def _fluid_against_mujoco(path, model, fluid, rng, states=8):
+    """The largest relative error of ``fluid``'s generalised force against MuJoCo's ``qfrc_fluid`` at random
+    states (velocities in [-10, 10])."""
+    m = mujoco.MjModel.from_xml_path(str(path))
+    d = mujoco.MjData(m)
+    worst = 0.0
+    for _ in range(states):
+        q, v = random_state(model, rng)
+        v *= 5
+        d.qpos[:], d.qvel[:] = to_mujoco(model, q, v)
+        mujoco.mj_forward(m, d)
+        T = pbf.io.mjcf.mujoco_velocity_map(model, q)
+        f = np.asarray(fluid.generalized_force(model, q, v, 0.0)).ravel()
+        assert np.linalg.norm(d.qfrc_fluid) > 0.1
+        worst = max(worst, rel_err(f, T.T @ d.qfrc_fluid))
+    return worst
+
+
 @pytest.mark.parametrize("option", ['density="1.225" viscosity="1.8e-5"', 'density="0" viscosity="0.3"',
                                     'density="1000" viscosity="0"'], ids=["air", "viscous", "water"])
 def test_fluid_forces_are_mujocos_inertia_box_model(tmp_path, rng, option):
@@ -619,18 +637,7 @@ def test_fluid_forces_are_mujocos_inertia_box_model(tmp_path, rng, option):
     (fluid,) = forces_of(model, ("fluid_drag",))
     assert fluid.forms == {pbf.ForceForm.GENERALIZED_FORCE} and fluid.params()["links"] == ["hull", "cube", "upper",
                                                                                               "fore"]
-    m = mujoco.MjModel.from_xml_path(str(path))
-    d = mujoco.MjData(m)
-    worst = 0.0
-    for _ in range(8):
-        q, v = random_state(model, rng)
-        v *= 5
-        d.qpos[:], d.qvel[:] = to_mujoco(model, q, v)
-        mujoco.mj_forward(m, d)
-        T = pbf.io.mjcf.mujoco_velocity_map(model, q)
-        f = np.asarray(fluid.generalized_force(model, q, v, 0.0)).ravel()
-        assert np.linalg.norm(d.qfrc_fluid) > 0.1
-        worst = max(worst, rel_err(f, T.T @ d.qfrc_fluid))
+    worst = _fluid_against_mujoco(path, model, fluid, rng)
     assert worst <= TOL, worst
     total = compare(path, rng, states=8)
     assert max(total.values()) <= TOL, total
@@ -692,18 +699,7 @@ def test_the_ellipsoid_fluid_model_is_mujocos(tmp_path, rng, option):
     spec = dict(model.default_forces)["fluid_drag"]
     assert {k: len(v) for k, v in spec["ellipsoids"].items()} == {"hull": 2, "fore": 1}
     (fluid,) = forces_of(model, ("fluid_drag",))
-    m = mujoco.MjModel.from_xml_path(str(path))
-    d = mujoco.MjData(m)
-    worst = 0.0
-    for _ in range(8):
-        q, v = random_state(model, rng)
-        v *= 5
-        d.qpos[:], d.qvel[:] = to_mujoco(model, q, v)
-        mujoco.mj_forward(m, d)
-        T = pbf.io.mjcf.mujoco_velocity_map(model, q)
-        f = np.asarray(fluid.generalized_force(model, q, v, 0.0)).ravel()
-        assert np.linalg.norm(d.qfrc_fluid) > 0.1
-        worst = max(worst, rel_err(f, T.T @ d.qfrc_fluid))
+    worst = _fluid_against_mujoco(path, model, fluid, rng)
     assert worst <= TOL, worst
     total = compare(path, rng, states=8)
     assert max(total.values()) <= TOL, total
@@ -844,20 +840,26 @@ def test_spatial_tendon_lengths_and_moments_are_mujocos(tmp_path, rng, text):
     worst = 0.0
     for _ in range(200):
         q, v = random_state(model, rng)
-        d.qpos[:], d.qvel[:] = to_mujoco(model, q, v)
-        mujoco.mj_forward(m, d)
-        J = np.zeros((m.ntendon, m.nv))
-        mujoco.mju_sparse2dense(J, d.ten_J, m.ten_J_rownnz, m.ten_J_rowadr, m.ten_J_colind)
-        T = pbf.io.mjcf.mujoco_velocity_map(model, q)
+        J = _tendon_moments_at(m, d, model, q, v)
         for k in range(m.ntendon):
             length, moment = fns[m.tendon(k).name](q)
             worst = max(worst, abs(float(length) - d.ten_length[k]) / max(abs(d.ten_length[k]), 1.0),
-                        rel_err(np.asarray(moment).ravel(), T.T @ J[k]))
+                        rel_err(np.asarray(moment).ravel(), J[k]))
             objs = d.wrap_obj.ravel()[d.ten_wrapadr[k]:d.ten_wrapadr[k] + d.ten_wrapnum[k]]
             seen.setdefault(m.tendon(k).name, set()).add(bool((objs >= 0).any()))
     assert worst <= TOL, worst
     for name in ("cyl", "cyl_side", "sphere", "sphere_side", "sling"):
         assert name not in seen or seen[name] == {True, False}, name
+
+
+def _tendon_moments_at(m, d, model, q, v):
+    """MuJoCo's data at our state ``(q, v)`` (``mj_forward``), and its tendon moments ``ten_J`` in our velocity
+    coordinates (ntendon x nv)."""
+    d.qpos[:], d.qvel[:] = to_mujoco(model, q, v)
+    mujoco.mj_forward(m, d)
+    J = np.zeros((m.ntendon, m.nv))
+    mujoco.mju_sparse2dense(J, d.ten_J, m.ten_J_rownnz, m.ten_J_rowadr, m.ten_J_colind)
+    return J @ pbf.io.mjcf.mujoco_velocity_map(model, q)
 
 
 @pytest.mark.parametrize("text", [TENDON_ARM, TENDON_FREE], ids=["arm", "free"])
@@ -886,13 +888,8 @@ def test_a_spatial_tendon_limit_pushes_along_its_moment_and_is_the_gradient_of_i
     outside = 0
     for _ in range(40):
         q, v = random_state(model, rng)
-        d.qpos[:], d.qvel[:] = to_mujoco(model, q, v)
-        mujoco.mj_forward(m, d)
-        J = np.zeros((m.ntendon, m.nv))
-        mujoco.mju_sparse2dense(J, d.ten_J, m.ten_J_rownnz, m.ten_J_rowadr, m.ten_J_colind)
+        j = _tendon_moments_at(m, d, model, q, v)[k]
         f = np.asarray(limits.generalized_force(model, q, np.zeros(model.nv), 0.0)).ravel()
-        T = pbf.io.mjcf.mujoco_velocity_map(model, q)
-        j = T.T @ J[k]
         if 0.45 + 0.02 < d.ten_length[k] < 0.7 - 0.02:
             assert np.abs(f).max() < 1e-6
             continue
@@ -932,12 +929,8 @@ def test_tendon_frictionloss_is_a_smooth_dry_friction_along_the_moment(tmp_path,
     k = m.tendon("cyl").id
     for _ in range(20):
         q, v = random_state(model, rng)
-        d.qpos[:], d.qvel[:] = to_mujoco(model, q, v)
-        mujoco.mj_forward(m, d)
-        J = np.zeros((m.ntendon, m.nv))
-        mujoco.mju_sparse2dense(J, d.ten_J, m.ten_J_rownnz, m.ten_J_rowadr, m.ten_J_colind)
-        T = pbf.io.mjcf.mujoco_velocity_map(model, q)
-        ref = -0.4 * np.tanh(d.ten_velocity[k] / 1e-3) * (T.T @ J[k])
+        J = _tendon_moments_at(m, d, model, q, v)
+        ref = -0.4 * np.tanh(d.ten_velocity[k] / 1e-3) * J[k]
         assert rel_err(np.asarray(friction.generalized_force(model, q, v, 0.0)).ravel(), ref) <= TOL
     assert "tendon_friction" not in dict(pbf.load_mjcf(path, disable=("frictionloss",)).default_forces)
 

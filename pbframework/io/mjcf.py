@@ -527,7 +527,6 @@ def to_mujoco(model: ArticulatedBody, q, v=None) -> tuple[np.ndarray, np.ndarray
 def from_mujoco(model: ArticulatedBody, qpos, qvel=None) -> tuple[np.ndarray, np.ndarray | None]:
     """The state ``(q, v)`` of a model from :func:`load_mjcf` given MuJoCo's ``(qpos, qvel)`` (the inverse of
     :func:`to_mujoco`)."""
-    joints = _mujoco_map(model)
     nq, nv = model.mujoco_sizes
     qpos = np.asarray(qpos, float).reshape(-1)
     if qpos.size != nq or (qvel is not None and np.asarray(qvel).size != nv):

@@ -272,19 +272,28 @@ class TendonPassive(ForceModel):
         return {"tendons": [dict(t) for t in self.tendons]}
 
     def generalized_force(self, model, q, qd, t):
-        def build() -> ca.Function:
-            from pbframework.tendons import tendon_moment
+        def tension(tn, length, speed):
+            lo, hi = tn["springlength"]
+            x = ca.if_else(length > hi, length - hi, ca.if_else(length < lo, length - lo, 0.0))
+            return -tn["stiffness"] * x - tn["damping"] * speed
 
-            qs, qds = ca.SX.sym("q", model.nq), ca.SX.sym("qd", model.nv)
-            f = ca.SX.zeros(model.nv)
-            for tn in self.tendons:
-                length, J = tendon_moment(model, tn, qs)
-                lo, hi = tn["springlength"]
-                x = ca.if_else(length > hi, length - hi, ca.if_else(length < lo, length - lo, 0.0))
-                f = f + J * (-tn["stiffness"] * x - tn["damping"] * ca.dot(J, qds))
-            return ca.Function("tendon_passive_f", [qs, qds], [f], ["q", "qd"], ["f"])
+        return cached_function(model, self, "f", _along_tendons(model, self.tendons, self.name, tension))(q, qd)
 
-        return cached_function(model, self, "f", build)(q, qd)
+
+def _along_tendons(model, tendons, name: str, tension):
+    """The builder of ``tau = sum_k J_k(q) tension(tendon_k, L_k(q), J_k(q) . qd)`` as a ``(q, qd) -> f``
+    Function: a tendon force model's generalised force (``tension`` in N along each tendon)."""
+    def build() -> ca.Function:
+        from pbframework.tendons import tendon_moment
+
+        qs, qds = ca.SX.sym("q", model.nq), ca.SX.sym("qd", model.nv)
+        f = ca.SX.zeros(model.nv)
+        for tn in tendons:
+            length, J = tendon_moment(model, tn, qs)
+            f = f + J * tension(tn, length, ca.dot(J, qds))
+        return ca.Function(f"{name}_f", [qs, qds], [f], ["q", "qd"], ["f"])
+
+    return build
 
 
 class TendonFriction(ForceModel):
@@ -316,17 +325,10 @@ class TendonFriction(ForceModel):
         return {"tendons": [dict(t) for t in self.tendons], "smoothing": self.smoothing}
 
     def generalized_force(self, model, q, qd, t):
-        def build() -> ca.Function:
-            from pbframework.tendons import tendon_moment
+        def tension(tn, length, speed):
+            return -tn["friction"] * ca.tanh(speed / self.smoothing)
 
-            qs, qds = ca.SX.sym("q", model.nq), ca.SX.sym("qd", model.nv)
-            f = ca.SX.zeros(model.nv)
-            for tn in self.tendons:
-                _, J = tendon_moment(model, tn, qs)
-                f = f - J * tn["friction"] * ca.tanh(ca.dot(J, qds) / self.smoothing)
-            return ca.Function("tendon_friction_f", [qs, qds], [f], ["q", "qd"], ["f"])
-
-        return cached_function(model, self, "f", build)(q, qd)
+        return cached_function(model, self, "f", _along_tendons(model, self.tendons, self.name, tension))(q, qd)
 
 
 @hookimpl
