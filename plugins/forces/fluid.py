@@ -52,6 +52,7 @@ import numpy as np
 
 from pbframework.forces import ForceForm, ForceModel
 from pbframework.hookspecs import PluginInfo, hookimpl
+from pbframework.geometry import _vector3
 from pbframework.kinematics import link_poses
 from pbframework.lie import q_integrate
 from pbframework.model import ArticulatedBody
@@ -99,13 +100,7 @@ class FluidDrag(ForceModel):
         who = self.name
         self.density = finite_number(who, "density", density, minimum=0.0)
         self.viscosity = finite_number(who, "viscosity", viscosity, minimum=0.0)
-        try:
-            w = np.asarray(wind, dtype=float).reshape(-1)
-        except (TypeError, ValueError):
-            w = np.zeros(0)
-        if w.shape != (3,) or not np.all(np.isfinite(w)):
-            raise ValueError(f"{who}: wind must be 3 finite numbers (m/s, world frame), got {wind!r}")
-        self.wind = w
+        self.wind = _vector3(who, "wind", wind)                 # m/s, world frame
         if links is not None:
             links = [links] if isinstance(links, str) else list(links)
             if not all(isinstance(x, str) for x in links):
@@ -122,7 +117,7 @@ class FluidDrag(ForceModel):
             self.axes[str(k)] = a
         self.ellipsoids = {str(k): [_ellipsoid(who, f"ellipsoids[{k!r}][{n}]", g) for n, g in enumerate(geoms)]
                            for k, geoms in (ellipsoids or {}).items()}
-        if w.any():                      # a wind does work on the bodies
+        if self.wind.any():                      # a wind does work on the bodies
             self.energy_input, self.dissipative = True, False
 
     def params(self) -> dict[str, Any]:
