@@ -53,7 +53,9 @@ def random_state(model: pbf.ArticulatedBody, rng: np.random.Generator) -> tuple[
 
 def compare(path: Path, rng: np.random.Generator, states: int = 5, model: pbf.ArticulatedBody | None = None
             ) -> dict[str, float]:
-    """Worst relative errors over ``states`` random states: ``M``, ``bias``, ``passive``, ``actuator``."""
+    """Worst relative errors over ``states`` random states: ``M``, ``bias``, ``passive``, ``actuator`` (at random
+    activations ``act``), and for models with actuator states ``states``: the states after one step against
+    MuJoCo's ``act`` after one Euler ``mj_step``."""
     import mujoco
 
     ours = pbf.load_mjcf(path) if model is None else model
@@ -81,6 +83,9 @@ def compare(path: Path, rng: np.random.Generator, states: int = 5, model: pbf.Ar
             raise AssertionError(f"{path}: to_mujoco / from_mujoco do not invert each other")
         d.qpos[:], d.qvel[:] = qpos, qvel
         d.ctrl[:] = rng.uniform(-3, 3, m.nu)
+        if m.na:                                     # activations, a PID's integral and set-point; a PID
+            d.act[:] = rng.uniform(-1, 1, m.na)      # limits its set-point's slew after t = 0 only
+            d.time = float(rng.choice([0.0, 1.0]))
         mujoco.mj_forward(m, d)
         M = np.zeros((m.nv, m.nv))
         mujoco.mj_fullM(m, d, M)
@@ -96,7 +101,18 @@ def compare(path: Path, rng: np.random.Generator, states: int = 5, model: pbf.Ar
         f = sum((np.asarray(x.generalized_force(ours, q, v, 0.0)).ravel() for x in passive), np.zeros(ours.nv))
         worst["passive"] = max(worst["passive"], rel_err(f, T.T @ d.qfrc_passive))
         if acts:
-            fa = np.asarray(acts[0].generalized_force(ours, q, v, 0.0, u=d.ctrl.copy())).ravel()
+            u = d.ctrl.copy()
+            if m.na:                                 # the states after one step: MuJoCo's Euler act update
+                a_next = np.asarray(acts[0].next_states(ours, q, v, d.time, m.opt.timestep, u, d.act.copy())).ravel()
+                stepped = mujoco.MjData(m)
+                stepped.qpos[:], stepped.qvel[:], stepped.ctrl[:], stepped.act[:] = d.qpos, d.qvel, d.ctrl, d.act
+                stepped.time = d.time
+                euler = mujoco.MjModel.from_xml_path(str(path))
+                euler.opt.integrator = mujoco.mjtIntegrator.mjINT_EULER
+                mujoco.mj_step(euler, stepped)
+                worst["states"] = max(worst.get("states", 0.0), rel_err(a_next, stepped.act))
+                u = np.r_[u, d.act, a_next]
+            fa = np.asarray(acts[0].generalized_force(ours, q, v, d.time, u=u)).ravel()
             worst["actuator"] = max(worst["actuator"], rel_err(fa, T.T @ d.qfrc_actuator))
         if residual is not None:      # MuJoCo's efc_pos rows of the equalities (active ones, in order)
             ref = d.efc_pos[d.efc_type == mujoco.mjtConstraint.mjCNSTR_EQUALITY]

@@ -13,7 +13,9 @@ seeded by ``--seed`` and the entry's name) of the mass matrix (armature
 included), the bias forces, the passive forces (damping, springs, gravity compensation: MuJoCo's
 ``qfrc_passive``), the actuator forces (``qfrc_actuator``) and the equality constraints' violations (MuJoCo's
 ``efc_pos`` rows; their forces are soft-constraint springs here, not MuJoCo's solver: see
-``plugins/forces/equality.py``); then a summary line. An entry MuJoCo itself
+``plugins/forces/equality.py``) and, for entries with actuator states (activations, a PID's integral and
+set-point; random ``act`` and time 0 or 1), the states after one step against MuJoCo's ``act`` after an Euler
+``mj_step`` (``-`` where there are none); then a summary line. An entry MuJoCo itself
 cannot compile from this checkout (a mesh missing from the snapshot) is reported as such and counted apart.
 Target: every entry loads, every error below 1e-9.
 """
@@ -68,7 +70,7 @@ def main(argv=None) -> int:
         files = [f for f in files if any(s in str(f) for s in args.only)]
     print(f"{len(files)} entries in {args.path} (mujoco {mujoco.__version__}), {args.states} random states each")
     print(f"{'entry':48s} {'nq':>3s} {'nv':>3s} {'nu':>3s} {'M':>8s} {'bias':>8s} {'passive':>8s} {'actuator':>8s} "
-          f"{'equality':>8s} {'s':>5s}")
+          f"{'equality':>8s} {'states':>8s} {'s':>5s}")
     loaded = worse = mj_fail = 0
     refused: dict[str, int] = {}
     worst_all = 0.0
@@ -103,6 +105,7 @@ def main(argv=None) -> int:
         nu = len(dict(model.default_forces).get("mj_actuators", {}).get("actuators", []))
         print(f"{name:48s} {model.nq:3d} {model.nv:3d} {nu:3d} "
               f"{w['M']:8.1e} {w['bias']:8.1e} {w['passive']:8.1e} {w['actuator']:8.1e} {w['equality']:8.1e} "
+              f"{format(w['states'], '8.1e') if 'states' in w else '-':>8s} "
               f"{time.perf_counter() - t0:5.1f}"
               f"{'  > 1e-9' if worst > TARGET else ''}")
     n = len(files) - mj_fail

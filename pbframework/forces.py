@@ -127,6 +127,29 @@ class ForceModel:
         """
         raise TypeError(f"force model {self.name!r} reads no inputs (n_inputs is 0)")
 
+    # -- states of the force model itself (actuator activations, a controller's integral) ---------------------
+    def n_states(self, model: ArticulatedBody) -> int:
+        """Length of the model's own state ``a`` (default 0: none), carried from step to step in the step state.
+
+        A force model with states (MuJoCo's actuator activations, a PID controller's integral and its
+        slew-limited set-point) declares ``n_states(model) = k > 0`` and implements :meth:`next_states`. The
+        step state then ends with ``a`` (``s = [s_integrator; a]``, :mod:`pbframework.force_states`), and the
+        model's forms receive ``u = [inputs; a; a_next]`` (``n_inputs + 2 k`` entries): the states at the step's
+        start and after it, both constants of the step. ``a`` advances once per step, explicitly from the
+        state the step starts from -- a discrete update, as MuJoCo's Euler and implicit integrators advance
+        ``act``.
+        """
+        return 0
+
+    def initial_states(self, model: ArticulatedBody) -> Any:
+        """The states ``a`` a rollout starts from (:meth:`n_states` numbers; default zeros, MuJoCo's reset)."""
+        return [0.0] * int(self.n_states(model))
+
+    def next_states(self, model: ArticulatedBody, q, qd, t, dt, u, a):
+        """The states after a step of length ``dt`` from ``(q, qd)`` at time ``t`` with the inputs ``u``
+        (:meth:`n_inputs` entries, possibly none) and the states ``a`` (symbolic; :meth:`n_states` entries)."""
+        raise TypeError(f"force model {self.name!r} has no states (n_states is 0)")
+
     def __repr__(self) -> str:
         args = ", ".join(f"{k}={v!r}" for k, v in self.params().items())
         return f"{type(self).__name__}({args})"

@@ -78,7 +78,10 @@ def pbf_force_models() -> list[PluginInfo]:
         (:class:`pbframework.forces.ForceForm`: potential, generalised force, wrench polytope, step force,
         complementarity) and implements the matching methods with CasADi expressions. A wrench polytope
         (``wrench_polytope(model, q)``) returns one 3 x V matrix of vertices per contact point, in
-        ``model.contact_points`` order; the NMDP integrators combine them with simplex weights.
+        ``model.contact_points`` order; the NMDP integrators combine them with simplex weights. A model may
+        read per-step numeric inputs (``n_inputs``, ``input_values``: a controller's torques, MuJoCo's
+        ``ctrl``) and keep states of its own (``n_states``, ``initial_states``, ``next_states``: actuator
+        activations, a PID's integral), which :mod:`pbframework.force_states` carries in the step state.
 
     Called once, when the registry is first used. All implementations are collected.
     """

@@ -102,8 +102,10 @@ class Records:
         }
         build_time = 0.0 if self._build_time_reported else self.build_time
         self._build_time_reported = True
+        fs = pb.meta.get("force_states")
         return Trajectory(t=np.asarray(t, float), q=q_arr, qd=qd_arr, kinetic=T, potential=V, energy=T + V,
-                          stats=stats, wall_time=wall, build_time=build_time, info=info)
+                          stats=stats, wall_time=wall, build_time=build_time, info=info,
+                          force_states=None if fs is None or adaptive is not None else states[:, fs[0]:fs[1]])
 
 
 def force_specs(forces) -> list:

@@ -56,6 +56,8 @@ class Trajectory:
             gradient infinity norm), ``evaluations`` (problem-function calls), ``step_time`` (seconds).
         wall_time: seconds spent in the stepping loop (problem building excluded, see ``build_time``).
         build_time: seconds spent building the step problem and solver (0 when cached).
+        force_states: the force models' own states at each time, shape (n+1, na) (actuator activations, a
+            PID's integral and set-point: :mod:`pbframework.force_states`); ``None`` without any.
         info: integrator, order, objective, solver, dt, forces, model, nq, dof_names, energy_scale,
             ``status`` and ``failure_time`` (see :attr:`status`), ``diverged``, ``diverged_at``,
             ``divergence`` (which test: ``non_finite``, ``speed``, ``energy``), ``failure`` (the statistics
@@ -75,6 +77,7 @@ class Trajectory:
     wall_time: float = 0.0
     build_time: float = 0.0
     info: dict[str, Any] = field(default_factory=dict)
+    force_states: np.ndarray | None = None
 
     # -- derived figures ---------------------------------------------------------------------------------
     @property
@@ -223,13 +226,13 @@ class Trajectory:
     def save(self, path: str | Path) -> Path:
         """Write an ``.npz`` with ``t, q, qd, kinetic, potential, energy``, ``stats_<name>`` and ``info``
         (JSON); a path without ``.npz`` gets it appended."""
-        return _save(self, path, {})
+        return _save(self, path, {} if self.force_states is None else {"force_states": self.force_states})
 
     @classmethod
     def load(cls, path: str | Path) -> "Trajectory":
         """Read a file written by :meth:`save`."""
-        fields, _ = _load(path, batch=False)
-        return cls(**fields)
+        fields, extra = _load(path, batch=False)
+        return cls(**fields, force_states=extra.get("force_states"))
 
     def __repr__(self) -> str:
         return (f"Trajectory({self.info.get('integrator')}, steps={self.steps}, t_end={self.t[-1]:.4g}, "
@@ -296,7 +299,7 @@ def _load(path: str | Path, batch: bool) -> tuple[dict[str, Any], dict[str, np.n
             fields["stats"] = {k[len("stats_"):]: z[k] for k in z.files if k.startswith("stats_")}
             fields.update(wall_time=float(z["wall_time"]), build_time=float(z["build_time"]),
                           info=json.loads(str(z["info"])))
-            return fields, {k: z[k] for k in _BATCH_ARRAYS if k in z.files}
+            return fields, {k: z[k] for k in (*_BATCH_ARRAYS, "force_states") if k in z.files}
     except (FileNotFoundError, ResultFileError):
         raise
     except (OSError, ValueError, KeyError, TypeError, EOFError) as exc:     # not an npz, an array missing, bad JSON

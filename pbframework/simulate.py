@@ -33,7 +33,7 @@ from .records import STEP_COLUMNS, Records
 from .rollouts import PROGRESS_PIECES, Rollouts, single_threaded_blas
 from .stepping import StepFailure, StepStats, Stepping
 from .step import (
-    Objective, ProblemKind, StepConfig, StepError, StepProblem, build_step, input_slices, integrator_info,
+    Objective, ProblemKind, StepConfig, StepError, StepProblem, build_step, force_sizes, integrator_info,
     resolve_forces,
 )
 from .verdict import DEFAULT_ENERGY_LIMIT, FailurePolicy, energy_conserving, expected_energy
@@ -206,8 +206,10 @@ class Simulator(Stepping, Energies, Rollouts, Batches, Records):
             if self.problem.error_estimate is None or self.problem.dense is None:
                 raise StepError(f"integrator {integrator!r} has no local error estimate, so it cannot take adaptive "
                                 f"steps (pbad can, at every order)")
-        self._input_forces = [(f, b - a) for f, (a, b) in zip(self.forces, input_slices(model, self.forces))
-                              if b > a]
+            if self.problem.meta.get("force_states"):
+                raise StepError("adaptive steps do not carry the states of force models yet (actuator activations, "
+                                "a PID's integral: pbframework.force_states); use a fixed dt")
+        self._input_forces = [(f, n) for f in self.forces for n in (force_sizes(model, f)[0],) if n > 0]
         self.backend = str(backend)
         allowed = get_plugin("integrator", integrator).meta.get("backends")
         if allowed is not None and self.backend not in allowed:

@@ -427,13 +427,26 @@ def zero_gravity_model(model: ArticulatedBody) -> ArticulatedBody:
     return model.cache[key]
 
 
+def force_sizes(model: ArticulatedBody, force: Any) -> tuple[int, int]:
+    """``(n_inputs, n_states)`` of a force model (0 for either it does not declare), checked."""
+    sizes = []
+    for what in ("n_inputs", "n_states"):
+        n = getattr(force, what, None)
+        n = int(n(model)) if n is not None else 0
+        if n < 0:
+            raise StepError(f"force model {getattr(force, 'name', force)!r}: {what} must be >= 0, got {n}")
+        sizes.append(n)
+    return sizes[0], sizes[1]
+
+
 def input_slices(model: ArticulatedBody, forces: Sequence[Any]) -> list[tuple[int, int]]:
-    """``(start, stop)`` of each force model's per-step inputs within ``u`` (empty when it reads none)."""
+    """``(start, stop)`` of each force model's ``u`` within the integrator's ``u`` (empty when it reads none):
+    its per-step inputs, then for a model with states (``n_states > 0``) the states at the step's start and
+    after it (:mod:`pbframework.force_states`), ``n_inputs + 2 n_states`` entries."""
     out, k = [], 0
     for f in forces:
-        n = int(f.n_inputs(model)) if hasattr(f, "n_inputs") else 0
-        if n < 0:
-            raise StepError(f"force model {getattr(f, 'name', f)!r}: n_inputs must be >= 0, got {n}")
+        n_in, n_st = force_sizes(model, f)
+        n = n_in + 2 * n_st
         out.append((k, k + n))
         k += n
     return out
@@ -676,7 +689,11 @@ def build_step(model: ArticulatedBody, integrator: str, config: StepConfig,
         if info.meta.get("fd_dynamics", True) and get_plugin("fd", config.fd).meta.get("armature", True) is False:
             raise StepError(f"forward-dynamics plug-in {config.fd!r} does not include joint armature yet, and model "
                             f"{model.name!r} has armature on {', '.join(armed)}; use fd='aba'")
-    key = ("step_problem", integrator, config.key(), tuple(force_key(f) for f in forces))
+    from .force_states import initial_force_states
+
+    sizes = tuple(force_sizes(model, f) for f in forces)         # the states' sizes and start shape the problem
+    key = ("step_problem", integrator, config.key(), tuple(force_key(f) for f in forces), sizes,
+           tuple(initial_force_states(model, forces)) if any(n for _, n in sizes) else ())
     cached = None if fresh else model.cache.get(key)
     if cached is not None:
         return cached
@@ -684,6 +701,9 @@ def build_step(model: ArticulatedBody, integrator: str, config: StepConfig,
     if not isinstance(problem, StepProblem):
         raise StepError(f"integrator {integrator!r}: build() returned {type(problem).__name__}, expected "
                         f"a StepProblem")
+    from .force_states import with_force_states
+
+    problem = with_force_states(problem, model, tuple(forces))
     model.cache[key] = problem
     return problem
 

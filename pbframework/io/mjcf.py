@@ -102,8 +102,10 @@ def mujoco_module():
 class _Compiled:
     """The compiled MjModel and the names MuJoCo gives (or the loader gives unnamed) bodies and joints."""
 
-    def __init__(self, mj, m, src: str) -> None:
+    def __init__(self, mj, m, src: str, plugins: dict[int, tuple[str, dict[str, str]]] | None = None) -> None:
         self.mj, self.m, self.src = mj, m, src
+        self.plugins = dict(plugins or {})
+        """Per plug-in actuator (its index): the plug-in's name and its configuration (``<config>`` pairs)."""
         self.body_names = [m.body(b).name or f"body{b}" for b in range(m.nbody)]
         self.joint_names = []
         for j in range(m.njnt):
@@ -212,9 +214,13 @@ def _check_supported(c: _Compiled, equality: str) -> None:
         if trn == mj.mjtTrn.mjTRN_JOINT and int(m.jnt_type[j]) not in (mj.mjtJoint.mjJNT_HINGE,
                                                                         mj.mjtJoint.mjJNT_SLIDE):
             raise c.refuse(f"{where}: a transmission to the ball / free joint {c.joint_names[j]!r}")
-        if int(m.actuator_dyntype[a]) != mj.mjtDyn.mjDYN_NONE:
-            raise c.refuse(f"{where}: attribute dyntype={mj.mjtDyn(int(m.actuator_dyntype[a])).name.split('_', 1)[1].lower()!r} "
-                           f"(activation state)")
+        dyn = int(m.actuator_dyntype[a])
+        if dyn not in (mj.mjtDyn.mjDYN_NONE, mj.mjtDyn.mjDYN_INTEGRATOR, mj.mjtDyn.mjDYN_FILTER,
+                       mj.mjtDyn.mjDYN_FILTEREXACT):
+            raise c.refuse(f"{where}: attribute dyntype={mj.mjtDyn(dyn).name.split('_', 1)[1].lower()!r} "
+                           f"(activation dynamics none, integrator, filter and filterexact only)")
+        if dyn != mj.mjtDyn.mjDYN_NONE and int(m.actuator_actnum[a]) != 1:
+            raise c.refuse(f"{where}: attribute actdim={int(m.actuator_actnum[a])} (one activation per actuator)")
         if int(m.actuator_gaintype[a]) not in (mj.mjtGain.mjGAIN_FIXED, mj.mjtGain.mjGAIN_AFFINE):
             raise c.refuse(f"{where}: attribute gaintype={mj.mjtGain(int(m.actuator_gaintype[a])).name.split('_', 1)[1].lower()!r}")
         if int(m.actuator_biastype[a]) not in (mj.mjtBias.mjBIAS_NONE, mj.mjtBias.mjBIAS_AFFINE):
@@ -223,7 +229,13 @@ def _check_supported(c: _Compiled, equality: str) -> None:
             if hasattr(m, attr) and np.any(np.asarray(getattr(m, attr))[a] != 0):
                 raise c.refuse(f"{where}: attribute {attr[9:]}")
         if m.actuator_plugin[a] >= 0:
-            raise c.refuse(f"{where}: a plug-in actuator")
+            name, config = c.plugins.get(a, ("", {}))
+            if name != "mujoco.pid":
+                raise c.refuse(f"{where}: the plug-in actuator {name or '(unnamed)'!r} (mujoco.pid only)")
+            if dyn != mj.mjtDyn.mjDYN_NONE or m.actuator_actlimited[a] or m.actuator_actearly[a]:
+                raise c.refuse(f"{where}: a mujoco.pid actuator with activation dynamics, actrange or actearly")
+            if trn not in (mj.mjtTrn.mjTRN_JOINT, mj.mjtTrn.mjTRN_TENDON):
+                raise c.refuse(f"{where}: a mujoco.pid actuator on a site transmission")
 
 
 DISABLE_FLAGS = ("constraint", "equality", "frictionloss", "limit", "contact", "spring", "damper", "gravity",
@@ -256,6 +268,8 @@ def _compile(path: str | os.PathLike, balance_inertia: bool, disable: tuple[str,
         for name in disable:
             spec.option.disableflags |= int(getattr(mj.mjtDisableBit, f"mjDSBL_{name.upper()}"))
         m = spec.compile()
+        plugins = {a: _plugin_config(m, a, act.plugin.plugin_name) for a, act in enumerate(spec.actuators)
+                   if m.actuator_plugin[a] >= 0}
     except (ValueError, RuntimeError) as exc:
         text = " ".join(str(exc).split())
         if "Error opening file" in text:
@@ -269,7 +283,22 @@ def _compile(path: str | os.PathLike, balance_inertia: bool, disable: tuple[str,
     except UnicodeDecodeError as exc:
         raise ModelError(f"{src}: a name in the file is not UTF-8 text ({exc.reason} at byte {exc.start} of the "
                          f"model's names)") from None
-    return mj, m, src
+    return mj, m, src, plugins
+
+
+_PLUGIN_ATTRIBUTES = {"mujoco.pid": ("kp", "ki", "kd", "imax", "slewmax")}
+"""The attributes of the plug-ins the loader reads, in the order the plug-in registers them (the order of
+their values in the compiled model's ``plugin_attr``)."""
+
+
+def _plugin_config(m, a: int, name: str) -> tuple[str, dict[str, str]]:
+    """``(plug-in name, {attribute: value text})`` of plug-in actuator ``a``, from the compiled model's packed
+    ``plugin_attr`` of its instance (empty text: not given)."""
+    i = int(m.actuator_plugin[a])
+    start = int(m.plugin_attradr[i])
+    stop = int(m.plugin_attradr[i + 1]) if i + 1 < m.nplugin else len(m.plugin_attr)
+    values = bytes(np.asarray(m.plugin_attr[start:stop], np.uint8)).decode("utf-8", "replace").split("\0")
+    return name, dict(zip(_PLUGIN_ATTRIBUTES.get(name, ()), values))
 
 
 def load_mjcf(path: str | os.PathLike, *, limits: bool = True, balance_inertia: bool = False,
@@ -307,10 +336,10 @@ def load_mjcf(path: str | os.PathLike, *, limits: bool = True, balance_inertia: 
     if isinstance(disable, str) or not all(isinstance(x, str) and x in DISABLE_FLAGS for x in disable):
         raise ModelError(f"load_mjcf: disable must be a list of MuJoCo flag names ({', '.join(DISABLE_FLAGS)}), "
                          f"got {disable!r}")
-    mj, m, src = _compile(path, balance_inertia, tuple(disable))
+    mj, m, src, plugins = _compile(path, balance_inertia, tuple(disable))
     if equality not in ("soft", "disable", "error"):
         raise ModelError(f"load_mjcf: equality must be 'soft', 'disable' or 'error', got {equality!r}")
-    c = _Compiled(mj, m, src)
+    c = _Compiled(mj, m, src, plugins)
     _check_supported(c, equality)
     disabled = int(m.opt.disableflags)
     off = lambda flag: bool(disabled & int(flag))  # noqa: E731

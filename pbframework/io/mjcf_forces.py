@@ -113,16 +113,26 @@ def _actuator_params(c: _Compiled, dof_coord: dict[int, str], off, gravcomp: dic
             spec = _tendon_spec(c, j, dof_coord, X, link_of)
             transmission = {k: v for k, v in spec.items() if k != "name"}
             transmission["gear"] = float(m.actuator_gear[a, 0])
-        gain = np.zeros(3)
-        gain[0] = m.actuator_gainprm[a, 0]
-        if int(m.actuator_gaintype[a]) == mj.mjtGain.mjGAIN_AFFINE:
-            gain[1:] = m.actuator_gainprm[a, 1:3]
-        bias = np.zeros(3) if int(m.actuator_biastype[a]) == mj.mjtBias.mjBIAS_NONE else \
-            np.array(m.actuator_biasprm[a, :3], float)
+        if m.actuator_plugin[a] >= 0:            # mujoco.pid (the loader refuses other plug-ins)
+            drive: dict[str, Any] = {"pid": _pid_gains(c, a)}
+        else:
+            gain = np.zeros(3)
+            gain[0] = m.actuator_gainprm[a, 0]
+            if int(m.actuator_gaintype[a]) == mj.mjtGain.mjGAIN_AFFINE:
+                gain[1:] = m.actuator_gainprm[a, 1:3]
+            bias = np.zeros(3) if int(m.actuator_biastype[a]) == mj.mjtBias.mjBIAS_NONE else \
+                np.array(m.actuator_biasprm[a, :3], float)
+            drive = {"gain": gain.tolist(), "bias": bias.tolist()}
+            dyn = int(m.actuator_dyntype[a])
+            if dyn != mj.mjtDyn.mjDYN_NONE:
+                drive["dynamics"] = {
+                    "type": mj.mjtDyn(dyn).name.split("_", 1)[1].lower(), "tau": float(m.actuator_dynprm[a, 0]),
+                    "actrange": [float(v) for v in m.actuator_actrange[a]] if m.actuator_actlimited[a] else None,
+                    "actearly": bool(m.actuator_actearly[a])}
         acts.append({
             "name": m.actuator(a).name or f"actuator{a}",
             **transmission,
-            "gain": gain.tolist(), "bias": bias.tolist(),
+            **drive,
             "ctrlrange": [float(v) for v in m.actuator_ctrlrange[a]] if (m.actuator_ctrllimited[a] and clamp_ctrl)
             else None,
             "forcerange": [float(v) for v in m.actuator_forcerange[a]] if m.actuator_forcelimited[a] else None})
@@ -131,6 +141,24 @@ def _actuator_params(c: _Compiled, dof_coord: dict[int, str], off, gravcomp: dic
     own = [c.joint_names[j] for j in range(m.njnt) if m.jnt_actgravcomp[j]]
     return {"actuators": acts, "joint_force_range": joint_range,
             "gravcomp": {"links": gravcomp, "joints": own} if gravcomp and own else None}
+
+
+def _pid_gains(c: _Compiled, a: int) -> dict[str, Any]:
+    """The gains of ``mujoco.pid`` actuator ``a`` from its ``<config>``: ``kp``, ``ki``, ``kd`` (default 0),
+    ``imax`` and ``slewmax`` (None where not given), as the plug-in reads them."""
+    config = c.plugins[a][1]
+
+    def value(key: str, default):
+        text = config.get(key, "")
+        if text == "":
+            return default
+        try:
+            return float(text)
+        except ValueError:
+            raise c.refuse(f"{c.element('actuator', a)}: mujoco.pid config {key}={text!r} (not a number)") from None
+
+    return {"kp": value("kp", 0.0), "ki": value("ki", 0.0), "kd": value("kd", 0.0), "imax": value("imax", None),
+            "slewmax": value("slewmax", None)}
 
 
 def _site_frame(m, k: int, X: dict[int, np.ndarray], link_of: dict[int, str]) -> dict[str, Any]:

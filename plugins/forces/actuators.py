@@ -62,6 +62,47 @@ from .passive import GravityCompensation
 _KEYS = ("name", "joints", "gear", "gain", "bias", "ctrlrange", "forcerange")
 _SITE_KEYS = ("name", "site", "refsite", "wrap", "gear", "gain", "bias", "ctrlrange", "forcerange")
 _PATH_KEYS = ("name", "path", "gear", "gain", "bias", "ctrlrange", "forcerange")
+_DYN_TYPES = ("integrator", "filter", "filterexact")
+_MINVAL = 1e-15          # MuJoCo's mjMINVAL: the smallest filter time constant
+
+
+def _key_sets() -> list[set[str]]:
+    """The key sets an actuator mapping may have: a transmission's keys; with ``dynamics`` added (activation
+    dynamics); or a joint or tendon transmission's with ``pid`` in place of ``gain`` and ``bias``."""
+    base = [set(_KEYS), set(_SITE_KEYS), set(_PATH_KEYS)]
+    return (base + [k | {"dynamics"} for k in base]
+            + [(k - {"gain", "bias"}) | {"pid"} for k in (set(_KEYS), set(_PATH_KEYS))])
+
+
+def _number(where: str, what: str, x: Any, *, positive: bool = False, optional: bool = False) -> float | None:
+    if x is None and optional:
+        return None
+    if isinstance(x, bool) or not isinstance(x, (int, float, np.floating, np.integer)) or not np.isfinite(x) \
+            or (positive and x < 0):
+        raise ValueError(f"{where}: {what} must be a finite{' non-negative' if positive else ''} number"
+                         f"{' or None' if optional else ''}, got {x!r}")
+    return float(x)
+
+
+def _dynamics(where: str, d: Any) -> dict[str, Any]:
+    """An actuator's activation dynamics ``{type, tau, actrange, actearly}``, checked."""
+    if not isinstance(d, Mapping) or set(d) != {"type", "tau", "actrange", "actearly"} or d["type"] not in _DYN_TYPES \
+            or not isinstance(d["actearly"], bool):
+        raise ValueError(f"{where}: dynamics must be {{'type': one of {list(_DYN_TYPES)}, 'tau': the filter's time "
+                         f"constant, 'actrange': (low, high) or None, 'actearly': bool}}, got {d!r}")
+    return {"type": d["type"], "tau": _number(where, "dynamics tau", d["tau"], positive=True),
+            "actrange": _range(where, "actrange", d["actrange"]), "actearly": d["actearly"]}
+
+
+def _pid(where: str, d: Any) -> dict[str, Any]:
+    """A PID actuator's gains ``{kp, ki, kd, imax, slewmax}`` (``imax``, ``slewmax``: None for none), checked."""
+    if not isinstance(d, Mapping) or set(d) != {"kp", "ki", "kd", "imax", "slewmax"}:
+        raise ValueError(f"{where}: pid must be {{'kp', 'ki', 'kd', 'imax', 'slewmax'}} (the last two None for "
+                         f"none), got {d!r}")
+    return {"kp": _number(where, "kp", d["kp"]), "ki": _number(where, "ki", d["ki"]),
+            "kd": _number(where, "kd", d["kd"]),
+            "imax": _number(where, "imax", d["imax"], positive=True, optional=True),
+            "slewmax": _number(where, "slewmax", d["slewmax"], positive=True, optional=True)}
 
 
 def _range(who: str, what: str, r: Any) -> tuple[float, float] | None:
@@ -113,11 +154,15 @@ class MjActuators(ForceModel):
             raise ValueError(f"{who}: actuators must be a non-empty list of mappings, got {actuators!r}")
         self.actuators: list[dict[str, Any]] = []
         for k, a in enumerate(actuators):
-            if not isinstance(a, Mapping) or set(a) not in (set(_KEYS), set(_SITE_KEYS), set(_PATH_KEYS)):
+            if not isinstance(a, Mapping) or set(a) not in _key_sets():
                 raise ValueError(f"{who}: actuator {k} must be a mapping with exactly the keys {list(_KEYS)} (or "
-                                 f"'site', 'refsite' and 'wrap' for 'joints', or a spatial tendon's 'path'), got "
-                                 f"{a!r}")
+                                 f"'site', 'refsite' and 'wrap' for 'joints', or a spatial tendon's 'path'; "
+                                 f"'dynamics' added for activation dynamics; 'pid' in place of 'gain' and 'bias' "
+                                 f"for a PID actuator), got {a!r}")
             where = f"{who}: actuator {a['name']!r}"
+            pid = _pid(where, a["pid"]) if "pid" in a else None
+            if pid is not None:                 # F = kp (P - L) - kd V + ki I: the affine form with c = kp P + ki I
+                a = {**a, "gain": (1.0, 0.0, 0.0), "bias": (0.0, -pid["kp"], -pid["kd"])}
             gain, bias = np.asarray(a["gain"], float).reshape(-1), np.asarray(a["bias"], float).reshape(-1)
             gear = np.asarray(a["gear"], float).reshape(-1)
             if gain.shape != (3,) or bias.shape != (3,) or gear.shape != ((6,) if "site" in a else (1,)) \
@@ -148,7 +193,20 @@ class MjActuators(ForceModel):
                     raise ValueError(f"{where}: joints must be a non-empty mapping {{coordinate name: finite "
                                      f"coefficient}}, got {joints!r}")
                 entry.update(joints={str(k): float(v) for k, v in joints.items()}, gear=float(gear[0]))
+            if "dynamics" in a:
+                entry["dynamics"] = _dynamics(where, a["dynamics"])
+            if pid is not None:
+                entry["pid"] = pid
+                del entry["gain"], entry["bias"]
             self.actuators.append(entry)
+        self._affine = [((1.0, 0.0, 0.0), (0.0, -a["pid"]["kp"], -a["pid"]["kd"])) if "pid" in a
+                        else (tuple(a["gain"]), tuple(a["bias"])) for a in self.actuators]
+        self._slots, k = [], 0          # per actuator: the index of its first state in a, and its state count
+        for a in self.actuators:
+            n = 1 if "dynamics" in a else (int(a["pid"]["ki"] != 0) + int(a["pid"]["slewmax"] is not None)
+                                           if "pid" in a else 0)
+            self._slots.append((k, n))
+            k += n
         self.joint_force_range = {str(k): _range(f"{who}: joint_force_range[{k!r}]", "the range", v)
                                   for k, v in dict(joint_force_range or {}).items()}
         if gravcomp is not None and (not isinstance(gravcomp, Mapping) or set(gravcomp) != {"links", "joints"}
@@ -187,6 +245,69 @@ class MjActuators(ForceModel):
     def n_inputs(self, model: ArticulatedBody) -> int:
         return len(self.actuators)
 
+    # -- states: activations (one per actuator with dynamics), a PID's integral and previous set-point -------
+    def n_states(self, model: ArticulatedBody) -> int:
+        """MuJoCo's ``na``: one activation per actuator with ``dynamics``; per PID actuator its error integral
+        (when ``ki != 0``) and its slew-limited set-point (when ``slewmax`` is given), in MuJoCo's ``act``
+        order."""
+        return sum(n for _, n in self._slots)
+
+    def next_states(self, model, q, qd, t, dt, u, a):
+        """MuJoCo's ``act`` after a step (``mj_advance`` of Euler / implicit): ``act + dt ctrl`` (integrator),
+        ``act + dt (ctrl - act) / tau`` (filter) or the exact filter, clamped to ``actrange``; a PID's
+        set-point ``P`` (the control, slew-limited to ``prev +- slewmax dt`` when ``t > 0``) and integral
+        ``clamp(I + (P - L) dt, +-imax / ki)``, with the actuator length ``L`` at the step's start."""
+        out = []
+        for k, (act, (i, n)) in enumerate(zip(self.actuators, self._slots)):
+            if not n:
+                continue
+            c = _clamp(u[k], act["ctrlrange"])
+            if "dynamics" in act:
+                d, x = act["dynamics"], a[i]
+                tau = max(_MINVAL, d["tau"])
+                nxt = (x + dt * c if d["type"] == "integrator" else x + dt * (c - x) / tau if d["type"] == "filter"
+                       else x + (c - x) * (1 - ca.exp(-dt / tau)))
+                out.append(_clamp(nxt, d["actrange"]))
+                continue
+            pid, j = act["pid"], i
+            setpoint = c
+            if pid["slewmax"] is not None:
+                prev = a[i + int(pid["ki"] != 0)]
+                setpoint = ca.if_else(t > 0, ca.fmin(ca.fmax(c, prev - pid["slewmax"] * dt),
+                                                     prev + pid["slewmax"] * dt), c)
+            if pid["ki"] != 0:
+                integral = a[j] + (setpoint - self._servo_length(model, k, q)) * dt
+                if pid["imax"] is not None:
+                    bound = pid["imax"] / pid["ki"]
+                    integral = ca.fmin(ca.fmax(integral, -abs(bound)), abs(bound))
+                out.append(integral)
+            if pid["slewmax"] is not None:
+                out.append(setpoint)
+        return ca.vertcat(*out)
+
+    def _servo_length(self, model, k: int, q):
+        """MuJoCo's ``actuator_length`` of joint or tendon actuator ``k`` at ``q``: ``gear`` times the length."""
+        act = self.actuators[k]
+        if "path" in act:
+            return act["gear"] * tendon_length(model, act, q)
+        return act["gear"] * self._length(self._moments(model)[k], q)
+
+    def _control(self, k: int, us):
+        """The number actuator ``k``'s gain multiplies, from the force's ``u = [ctrl; a; a_next]``: the clamped
+        control; with activation dynamics the activation (``a``, or ``a_next`` with ``actearly``); for a PID
+        actuator ``kp P + ki I`` with its set-point and integral after the step (as MuJoCo's plug-in computes
+        its force)."""
+        act, (i, n) = self.actuators[k], self._slots[k]
+        nu, na = len(self.actuators), self.n_states(None)
+        if not n and "pid" not in act:
+            return _clamp(us[k], act["ctrlrange"])
+        if "dynamics" in act:
+            return us[nu + na + i] if act["dynamics"]["actearly"] else us[nu + i]
+        pid = act["pid"]
+        after = us[nu + na + i:nu + na + i + n]
+        setpoint = after[n - 1] if pid["slewmax"] is not None else _clamp(us[k], act["ctrlrange"])
+        return pid["kp"] * setpoint + (pid["ki"] * after[0] if pid["ki"] != 0 else 0)
+
     def input_values(self, model: ArticulatedBody, t: float, q, qd) -> np.ndarray:
         if not callable(self.ctrl):
             return self.ctrl
@@ -220,32 +341,32 @@ class MjActuators(ForceModel):
         """``sum c x_i`` over the actuator's coordinates (``x`` a configuration, or a velocity)."""
         return sum(c * x[vi if velocity else i] for i, vi, c in moment)
 
-    def _force(self, a: dict, length, velocity, c):
-        g, b = a["gain"], a["bias"]
+    def _force(self, k: int, a: dict, length, velocity, c):
+        g, b = self._affine[k]
         return _clamp((g[0] + g[1] * length + g[2] * velocity) * c + b[0] + b[1] * length + b[2] * velocity,
                       a["forcerange"])
 
     # -- forms -----------------------------------------------------------------------------------------------
     def generalized_force(self, model, q, qd, t, u=None):
         def build() -> ca.Function:
-            qs, qds, us = ca.SX.sym("q", model.nq), ca.SX.sym("qd", model.nv), ca.SX.sym("u", len(self.actuators))
+            qs, qds, us = ca.SX.sym("q", model.nq), ca.SX.sym("qd", model.nv), ca.SX.sym("u", self._nu_all())
             tau = [ca.SX(0)] * model.nv
             for k, (a, mom) in enumerate(zip(self.actuators, self._moments(model))):
-                c, gear = _clamp(us[k], a["ctrlrange"]), a["gear"]
+                c, gear = self._control(k, us), a["gear"]
                 if "site" in a:          # velocity moment . v, force moment F
                     length, moment = site_transmission(model, a["site"], a["refsite"], a["gear"], qs)
                     if a["wrap"] is not None:        # the servo error c - L taken in [-wrap/2, wrap/2)
                         err = c - length
                         length = c - (err - a["wrap"] * ca.floor(err / a["wrap"] + 0.5))
-                    F = self._force(a, length, ca.dot(moment, qds), c)
+                    F = self._force(k, a, length, ca.dot(moment, qds), c)
                     tau = [x + moment[i] * F for i, x in enumerate(tau)]
                     continue
                 if "path" in a:          # a spatial tendon: L = gear l(q), V = gear J v, tau += gear J F
                     length, J = tendon_moment(model, a, qs)
-                    F = self._force(a, gear * length, gear * ca.dot(J, qds), c)
+                    F = self._force(k, a, gear * length, gear * ca.dot(J, qds), c)
                     tau = [x + gear * J[i] * F for i, x in enumerate(tau)]
                     continue
-                F = self._force(a, gear * self._length(mom, qs), gear * self._length(mom, qds, True), c)
+                F = self._force(k, a, gear * self._length(mom, qs), gear * self._length(mom, qds, True), c)
                 for _, vi, coef in mom:
                     tau[vi] = tau[vi] + gear * coef * F
             if self._gravcomp is not None:
@@ -265,29 +386,34 @@ class MjActuators(ForceModel):
 
         def build() -> ca.Function:
             qn, qc = ca.SX.sym("q_next", model.nq), ca.SX.sym("q_cur", model.nq)
-            h, us = ca.SX.sym("dt"), ca.SX.sym("u", len(self.actuators))
+            h, us = ca.SX.sym("dt"), ca.SX.sym("u", self._nu_all())
             Q = ca.SX(0)
             for k, (a, mom) in enumerate(zip(self.actuators, self._moments(model))):
-                c, gear = _clamp(us[k], a["ctrlrange"]), a["gear"]
+                c, gear = self._control(k, us), a["gear"]
                 if "path" in a:
                     ln, lc = tendon_length(model, a, qn), tendon_length(model, a, qc)
                 else:
                     ln, lc = self._length(mom, qn), self._length(mom, qc)
-                s1 = self._unclamped(a, gear * ln, gear * (ln - lc) / h, c)
-                s0 = self._unclamped(a, gear * lc, 0.0, c)   # the same affine s(l) at l = l_k
+                s1 = self._unclamped(k, a, gear * ln, gear * (ln - lc) / h, c)
+                s0 = self._unclamped(k, a, gear * lc, 0.0, c)   # the same affine s(l) at l = l_k
                 Q = Q - gear * (ln - lc) * _mean_clamp(s0, s1, a["forcerange"])
             return ca.Function("mj_actuators_Q", [qn, qc, h, us], [Q], ["q_next", "q_cur", "dt", "u"], ["Q"])
 
         return cached_function(model, self, "Q", build)(q_next, q_cur, dt, self._u(u))
 
-    def _unclamped(self, a: dict, length, velocity, c):
-        g, b = a["gain"], a["bias"]
+    def _unclamped(self, k: int, a: dict, length, velocity, c):
+        g, b = self._affine[k]
         return (g[0] + g[1] * length + g[2] * velocity) * c + b[0] + b[1] * length + b[2] * velocity
+
+    def _nu_all(self) -> int:
+        """Length of the ``u`` the forms receive: the controls, the states before and after the step."""
+        return len(self.actuators) + 2 * self.n_states(None)
 
     def _u(self, u):
         if u is None:
             raise TypeError(f"{self.name}: the controls are a per-step input; the integrator must pass u (length "
-                            f"{len(self.actuators)}) as declared by n_inputs()")
+                            f"{self._nu_all()}: the controls, and the states before and after the step) as declared "
+                            f"by n_inputs() and n_states()")
         return u
 
 

@@ -1,0 +1,145 @@
+"""States of force models (actuator activations, a controller's integral) carried in the step state.
+
+A force model may keep a state of its own, ``a`` (``ForceModel.n_states(model) > 0``): MuJoCo's actuator
+activations (``dyntype`` ``integrator``, ``filter``, ``filterexact``), or the integral and the slew-limited
+set-point of MuJoCo's ``mujoco.pid`` actuator. Integrators know nothing of it. :func:`with_force_states`
+(called by :func:`~pbframework.step.build_step` on every problem) wraps the integrator's problem so that:
+
+* the step state ends with the states of all force models, in the order of the forces:
+  ``s = [s_integrator; a]`` (``ns`` grows by their total; ``problem.meta["force_states"]`` is
+  ``(start, stop)`` of ``a`` in ``s``);
+* each step computes ``a_next = next_states(q, qd, t, dt, u, a)`` from the state it starts from and its
+  inputs -- explicitly, once per step, as MuJoCo's Euler and implicit integrators advance ``act``
+  (``act + dt act_dot``, or the exact filter) -- and the next state carries ``a_next``;
+* the force model's forms receive ``u = [inputs; a; a_next]``: both are constants of the step, so an
+  implicit integrator solves its step with them held, and a model picks which one its force uses (MuJoCo's
+  activation force uses ``a``; with ``actearly`` and in the PID actuator, ``a_next``);
+* the problem's ``u`` stays the inputs alone (``nu`` does not count the states), so the Simulator, the
+  step function, the exported C and the batch backends run it unchanged.
+
+A rollout starts from ``ForceModel.initial_states`` (zeros by default, MuJoCo's reset). The start runs of
+PBAD's history node (``start_acceleration``) hold the states at their initial values, with ``a_next`` the
+states after a step of length zero. Halving a step halves it for the states too (two updates with ``dt / 2``).
+Constrained (NMDP) problems do not take force models with states yet: one clear error.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Sequence
+
+import casadi as ca
+import numpy as np
+
+from .errors import StepError
+from .model import ArticulatedBody
+
+
+def _sizes(model: ArticulatedBody, forces: Sequence[Any]) -> list[tuple[int, int]]:
+    from .step import force_sizes
+
+    return [force_sizes(model, f) for f in forces]
+
+
+def initial_force_states(model: ArticulatedBody, forces: Sequence[Any]) -> np.ndarray:
+    """The states ``a`` a rollout starts from: every force model's ``initial_states``, concatenated, checked."""
+    parts = []
+    for f, (_, n) in zip(forces, _sizes(model, forces)):
+        if n:
+            a = np.asarray(f.initial_states(model), float).reshape(-1)
+            if a.size != n or not np.all(np.isfinite(a)):
+                raise StepError(f"force model {getattr(f, 'name', f)!r}: initial_states must be {n} finite numbers "
+                                f"(n_states), got {a.tolist()}")
+            parts.append(a)
+    return np.concatenate(parts) if parts else np.zeros(0)
+
+
+def _step_inputs(model, forces, sizes, q, qd, t, dt, u, a):
+    """``(U, a_next)``: the integrator's ``u`` (per force: its inputs, ``a``, ``a_next``) from the inputs ``u``
+    and the states ``a`` of a step from ``(q, qd)`` at ``t`` of length ``dt``."""
+    U, nxt, i, k = [], [], 0, 0
+    for f, (n_in, n_st) in zip(forces, sizes):
+        uf = u[i:i + n_in]
+        if n_st:
+            af = a[k:k + n_st]
+            an = ca.reshape(f.next_states(model, q, qd, t, dt, uf, af), n_st, 1)
+            if an.shape != (n_st, 1):
+                raise StepError(f"force model {getattr(f, 'name', f)!r}: next_states returned shape {an.shape}, "
+                                f"expected ({n_st}, 1)")
+            U += [uf, af, an]
+            nxt.append(an)
+            k += n_st
+        elif n_in:
+            U.append(uf)
+        i += n_in
+    return ca.vertcat(*U), ca.vertcat(*nxt)
+
+
+def with_force_states(problem, model: ArticulatedBody, forces: Sequence[Any]):
+    """``problem`` with the force models' states in its state (module docstring); ``problem`` itself when no
+    force model has any."""
+    from .step import ProblemKind, standard_params
+
+    sizes = _sizes(model, forces)
+    na = sum(n for _, n in sizes)
+    if na == 0:
+        return problem
+    stateful = [getattr(f, "name", str(f)) for f, (_, n) in zip(forces, sizes) if n]
+    if problem.kind is ProblemKind.CONSTRAINED:
+        raise StepError(f"integrator {problem.integrator!r} does not carry the states of force models yet "
+                        f"({', '.join(stateful)}: {na} states); use pbad or a Newton-Euler integrator")
+    nu = sum(n for n, _ in sizes)
+    if problem.nu != nu + 2 * na:
+        raise StepError(f"integrator {problem.integrator!r} built a step with {problem.nu} inputs; its force models "
+                        f"need {nu + 2 * na} (inputs {nu}, states {na} at the start and after the step)")
+    a0 = initial_force_states(model, forces)
+    try:
+        return _wrap(problem, model, forces, sizes, nu, na, a0, ca.SX, standard_params)
+    except (RuntimeError, NotImplementedError):       # a function only MX can call (a QP in the step's graph)
+        return _wrap(problem, model, forces, sizes, nu, na, a0, ca.MX, standard_params)
+
+
+def _wrap(pb, model, forces, sizes, nu, na, a0, X, standard_params):
+    nq, nv, ns0 = pb.nq, pb.nv, pb.ns
+    ns = ns0 + na
+    s, t, dt, u = X.sym("s", ns), X.sym("t"), X.sym("dt"), X.sym("u", nu)
+    x, theta = X.sym("x", pb.nx), X.sym("theta")
+    a = s[ns0:]
+    U, a_next = _step_inputs(model, forces, sizes, s[:nq], s[nq:nq + nv], t, dt, u, a)
+    p = ca.vertcat(s, dt, t, u)                          # the standard layout [s; dt; t; u]
+    p_inner = ca.vertcat(s[:ns0], dt, t, U)
+
+    def fn(name, f, args, inner_args, out=None):
+        if f is None:
+            return None
+        res = f.call(inner_args)
+        res = res if out is None else out(res)
+        return ca.Function(name, args, res, f.name_in(), f.name_out())
+
+    fields: dict[str, Any] = {
+        "ns": ns, "nu": nu, "params": standard_params(ns, nu), "_derived": {},
+        "meta": {**dict(pb.meta), "force_states": (ns0, ns)},
+        "guess": fn("guess", pb.guess, [p], [p_inner]),
+        "advance": fn("advance", pb.advance, [x, p], [x, p_inner], lambda r: [ca.vertcat(r[0], a_next)]),
+        "objective_fn": fn("objective", pb.objective_fn, [x, p], [x, p_inner]),
+        "residual": fn("residual", pb.residual, [x, p], [x, p_inner]),
+        "metric": fn("metric", pb.metric, [p], [p_inner]),
+        "error_estimate": fn("error_estimate", pb.error_estimate, [x, p], [x, p_inner]),
+        "dense": fn("dense", pb.dense, [x, p, theta], [x, p_inner, theta]),
+    }
+    ratio = X.sym("ratio")
+    fields["restart"] = fn("restart", pb.restart, [s, ratio, dt], [s[:ns0], ratio, dt],
+                           lambda r: [ca.vertcat(r[0], a)])
+    fields["kinetic"] = fn("kinetic", pb.kinetic, [s, dt], [s[:ns0], dt])
+    # init: the inner init with the inputs of the first step (the states a0, a_next over a step of dt)
+    q0, qd0, t0, h0 = X.sym("q0", nq), X.sym("qd0", nv), X.sym("t0"), X.sym("dt")
+    u0, runs = X.sym("u0", nu), [X.sym(n, nq) for n in ("q_start", "q_check", "q_reverse")]
+    U0, _ = _step_inputs(model, forces, sizes, q0, qd0, t0, h0, u0, ca.DM(a0))
+    fields["init"] = fn("init", pb.init, [q0, qd0, t0, h0, u0, *runs], [q0, qd0, t0, h0, U0, *runs],
+                        lambda r: [ca.vertcat(r[0], ca.DM(a0))])
+    if pb.start_acceleration is not None:               # the start runs: a held at a0, a_next after a zero step
+        qq, vv, tt, uu, sign = X.sym("q", nq), X.sym("v", nv), X.sym("t"), X.sym("u", nu), X.sym("sign")
+        Us, _ = _step_inputs(model, forces, sizes, qq, vv, tt, 0.0, uu, ca.DM(a0))
+        fields["start_acceleration"] = fn("start_acceleration", pb.start_acceleration, [qq, vv, tt, uu, sign],
+                                          [qq, vv, tt, Us, sign])
+    return dataclasses.replace(pb, **fields)

@@ -1,0 +1,249 @@
+"""Force models with states of their own (issue 25): MuJoCo's actuator activations (``dyntype`` integrator,
+filter, filterexact, ``actearly``, ``actrange``) and the ``mujoco.pid`` plug-in actuator (an integral and a
+slew-limited set-point), carried in the step state by :mod:`pbframework.force_states`; checked against MuJoCo
+itself on small MJCF files of our own."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import casadi as ca
+import numpy as np
+import pytest
+
+import pbframework as pbf
+from pbframework.errors import StepError
+from pbframework.forces import ForceForm, ForceModel, force_model
+from pbframework.io import actuator_force
+from pbframework.model import ModelError
+
+mujoco = pytest.importorskip("mujoco")
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+from _mujoco_check import compare  # noqa: E402
+
+TOL = 1e-9
+
+ARM = """<mujoco model="stateful">
+  <option><flag constraint="disable"/></option>
+  <extension>
+    <plugin plugin="mujoco.pid">
+      <instance name="pid"><config key="kp" value="8"/><config key="ki" value="5"/><config key="kd" value="0.4"/>
+        <config key="imax" value="2"/><config key="slewmax" value="2"/></instance>
+    </plugin>
+  </extension>
+  <worldbody>
+    <body pos="0 0 1"><joint name="a" axis="0 1 0"/><geom type="capsule" fromto="0 0 0 0.3 0 0" size="0.03"/>
+      <body pos="0.3 0 0"><joint name="b" axis="0 1 0"/><geom type="capsule" fromto="0 0 0 0.3 0 0" size="0.03"/>
+        <body pos="0.3 0 0"><joint name="c" type="slide" axis="1 0 0"/><geom type="sphere" size="0.05"/>
+          <body pos="0.1 0 0"><joint name="d" axis="0 0 1"/><geom type="box" size="0.05 0.06 0.06" pos="0.05 0 0"/>
+            <body pos="0.1 0 0"><joint name="e" axis="1 0 0"/><geom type="box" size="0.05 0.06 0.06" pos="0.05 0 0"/>
+              <body pos="0.1 0 0"><joint name="f" axis="0 1 0"/><geom type="box" size="0.05 0.06 0.06" pos="0.05 0 0"/>
+              </body></body></body></body></body></body>
+  </worldbody>
+  <actuator>
+    <general name="integ" joint="a" dyntype="integrator" gainprm="4" biastype="affine" biasprm="0 -4 -0.5"
+             actlimited="true" actrange="-1 1"/>
+    <general name="filt" joint="b" dyntype="filter" dynprm="0.05" gainprm="3" biastype="affine" biasprm="0 -3 -0.3"
+             ctrlrange="-1 1"/>
+    <general name="exact" joint="c" dyntype="filterexact" dynprm="0.02" gainprm="20" biastype="affine"
+             biasprm="0 -20 -2" actearly="true"/>
+    <plugin name="pid" joint="d" plugin="mujoco.pid" instance="pid" forcerange="-3 3" actdim="2"/>
+    <position name="servo" joint="e" kp="2" kv="0.1" timeconst="0.03"/>
+    <plugin name="inline" joint="f" plugin="mujoco.pid" actdim="1">
+      <config key="kp" value="3"/><config key="ki" value="2"/>
+    </plugin>
+  </actuator>
+</mujoco>
+"""
+
+CTRL = [0.3, -0.8, -0.4, 0.6, 0.2, 0.5]
+
+
+def ctrl(t, q, qd):
+    return [0.5 * np.sin(3 * t), 0.3, -0.4, 0.6 * np.cos(2 * t), 0.2, -0.5 * np.sin(t)]
+
+
+@pytest.fixture
+def arm(tmp_path) -> Path:
+    p = tmp_path / "stateful.xml"
+    p.write_text(ARM)
+    return p
+
+
+def test_the_loader_maps_activation_dynamics_and_pid_plugins(arm):
+    model = pbf.load_mjcf(arm)
+    acts = {a["name"]: a for a in dict(model.default_forces)["mj_actuators"]["actuators"]}
+    assert acts["integ"]["dynamics"] == {"type": "integrator", "tau": 1.0, "actrange": [-1.0, 1.0], "actearly": False}
+    assert acts["filt"]["dynamics"]["type"] == "filter" and acts["filt"]["dynamics"]["tau"] == 0.05
+    assert acts["exact"]["dynamics"]["actearly"] is True
+    assert acts["servo"]["dynamics"]["type"] == "filterexact"      # position with timeconst
+    assert acts["pid"]["pid"] == {"kp": 8.0, "ki": 5.0, "kd": 0.4, "imax": 2.0, "slewmax": 2.0}
+    assert acts["inline"]["pid"] == {"kp": 3.0, "ki": 2.0, "kd": 0.0, "imax": None, "slewmax": None}
+    assert "gain" not in acts["pid"]
+    f = actuator_force(model, CTRL)
+    assert f.n_inputs(model) == 6 and f.n_states(model) == mujoco.MjModel.from_xml_path(str(arm)).na == 7
+
+
+def test_forces_and_next_states_are_mujocos_at_random_states_activations_and_times(arm, rng):
+    worst = compare(arm, rng, states=20)
+    assert set(worst) >= {"actuator", "states"}
+    assert max(worst.values()) <= TOL, worst
+
+
+def test_semi_implicit_euler_follows_mujocos_euler_step_for_step(arm):
+    """MuJoCo's Euler (no damping: no implicit damping) is the semi-implicit Euler step; with the states
+    advanced as ``mj_advance`` does, a 1 s rollout under a time-varying ctrl agrees to round-off."""
+    model = pbf.load_mjcf(arm)
+    m = mujoco.MjModel.from_xml_path(str(arm))
+    m.opt.integrator, m.opt.timestep = mujoco.mjtIntegrator.mjINT_EULER, 1e-3
+    d = mujoco.MjData(m)
+    qs, acts = [d.qpos.copy()], [d.act.copy()]
+    for _ in range(1000):
+        d.ctrl[:] = ctrl(d.time, None, None)
+        mujoco.mj_step(m, d)
+        qs.append(d.qpos.copy())
+        acts.append(d.act.copy())
+    sim = pbf.Simulator(model, "semi_implicit_euler", dt=1e-3, forces=["gravity", actuator_force(model, ctrl)])
+    tr = sim.rollout(model.neutral(), None, duration=1.0)
+    assert tr.status.value == "ok" and tr.force_states.shape == (1001, 7)
+    assert np.abs(tr.q - np.array(qs)).max() < 1e-9
+    assert np.abs(tr.force_states - np.array(acts)).max() < 1e-9
+    assert np.abs(tr.force_states[-1]).max() > 0.05               # the states did move
+
+
+def test_a_pid_removes_the_steady_state_error_a_p_servo_leaves_under_gravity(tmp_path):
+    """A pendulum held horizontal against gravity: the integral term drives the error to zero, where a pure P
+    servo keeps ``m g l / kp``. Implicit (pbad at 20 ms) and explicit (rk4 at 2 ms) steps agree on it."""
+    pendulum = """<mujoco><extension><plugin plugin="mujoco.pid"><instance name="p">
+      <config key="kp" value="40"/><config key="ki" value="{ki}"/><config key="kd" value="4"/></instance></plugin>
+      </extension><worldbody><body><joint name="j" axis="0 1 0"/>
+      <geom type="sphere" size="0.05" pos="0.5 0 0" mass="1"/></body></worldbody>
+      <actuator><plugin joint="j" plugin="mujoco.pid" instance="p" actdim="{n}"/></actuator></mujoco>"""
+    errors = {}
+    for ki, n in ((0, 0), (60, 1)):
+        p = tmp_path / f"pendulum{ki}.xml"
+        p.write_text(pendulum.format(ki=ki, n=n))
+        model = pbf.load_mjcf(p)
+        for integ, dt in (("pbad", 0.02), ("rk4", 0.002)):
+            sim = pbf.Simulator(model, integ, dt=dt, forces=["gravity", actuator_force(model, [0.0])])
+            tr = sim.rollout(model.neutral(), None, duration=6.0)
+            assert tr.status.value == "ok"
+            errors[ki, integ] = float(tr.q[-1, 0])
+    # MuJoCo's hinge about +y: gravity turns the arm to positive angles; P alone settles at tau = kp q
+    expected = 1.0 * 9.81 * 0.5 / 40
+    for integ in ("pbad", "rk4"):
+        assert errors[0, integ] == pytest.approx(expected, rel=1e-2)
+        assert abs(errors[60, integ]) < 1e-3 * expected
+
+
+def test_a_saved_trajectory_keeps_its_force_states(arm, tmp_path):
+    model = pbf.load_mjcf(arm)
+    sim = pbf.Simulator(model, "rk4", dt=2e-3, forces=["gravity", actuator_force(model, CTRL)])
+    tr = sim.rollout(model.neutral(), None, steps=20)
+    back = pbf.Trajectory.load(tr.save(tmp_path / "run"))
+    np.testing.assert_array_equal(back.force_states, tr.force_states)
+    chain = pbf.models.chain(2)
+    plain = pbf.Simulator(chain, "rk4", dt=2e-3, forces=["gravity"]).rollout(chain.neutral(), None, steps=3)
+    assert plain.force_states is None
+    assert pbf.Trajectory.load(plain.save(tmp_path / "plain")).force_states is None
+
+
+def test_the_step_function_and_the_c_backend_carry_the_states(arm):
+    model = pbf.load_mjcf(arm)
+    forces = ["gravity", actuator_force(model, CTRL)]
+    sim = pbf.Simulator(model, "pbad", dt=0.01, forces=forces)
+    s0 = sim.initial_state(model.neutral())
+    assert sim.problem.nu == 6 and s0.size == sim.problem.ns and sim.problem.meta["force_states"][1] == s0.size
+    s1, _ = sim.advance(s0, 0.0)
+    f = sim.step_function()
+    np.testing.assert_allclose(np.asarray(f(s0, 0.0, 0.01, CTRL)).ravel(), s1, atol=1e-9)
+    a = sim.problem.meta["force_states"]
+    assert np.abs(s1[a[0]:a[1]]).max() > 0
+    ours = sim.rollout(model.neutral(), None, steps=30)
+    c = pbf.Simulator(model, "pbad", dt=0.01, forces=forces, backend="c").rollout(model.neutral(), None, steps=30)
+    np.testing.assert_allclose(c.q, ours.q, atol=1e-8)
+    np.testing.assert_allclose(c.force_states, ours.force_states, atol=1e-8)
+
+
+class _Counter(ForceModel):
+    """A force model with one state that counts time (a_next = a + dt) and pushes joint 0 with it."""
+
+    name = "counter"
+    forms = frozenset({ForceForm.GENERALIZED_FORCE})
+    group = True
+
+    def __init__(self, n=1, start=(0.0,)):
+        self.n, self.start = n, start
+
+    def n_states(self, model):
+        return self.n
+
+    def initial_states(self, model):
+        return list(self.start)
+
+    def next_states(self, model, q, qd, t, dt, u, a):
+        return a + dt
+
+    def generalized_force(self, model, q, qd, t, u=None):
+        return ca.vertcat(u[1], ca.SX.zeros(model.nv - 1))       # u = [a; a_next]
+
+
+def test_a_plug_in_force_model_with_a_state_and_its_errors():
+    model = pbf.models.chain(2)
+    sim = pbf.Simulator(model, "rk4", dt=0.01, forces=[_Counter(start=[0.5])])
+    tr = sim.rollout(model.neutral(), None, steps=10)
+    np.testing.assert_allclose(tr.force_states[:, 0], 0.5 + 0.01 * np.arange(11), atol=1e-14)
+    with pytest.raises(StepError, match="initial_states must be 1 finite numbers"):
+        pbf.Simulator(model, "rk4", dt=0.01, forces=[_Counter(start=[0.0, 1.0])])
+    with pytest.raises(StepError, match="n_states must be >= 0"):
+        pbf.Simulator(model, "rk4", dt=0.01, forces=[_Counter(n=-1)])
+    with pytest.raises(StepError, match="adaptive steps do not carry the states"):
+        pbf.Simulator(model, "pbad", dt=0.01, forces=[_Counter()], adaptive=True)
+
+
+def test_the_nmdp_integrators_refuse_force_states_in_one_line():
+    model = pbf.models.chain(2)
+    with pytest.raises(StepError, match="does not carry the states of force models yet"):
+        pbf.Simulator(model, "ne_nmdp", dt=0.01, forces=[_Counter()])
+
+
+@pytest.mark.parametrize("entry, match", [
+    ({"dynamics": {"type": "muscle", "tau": 0.1, "actrange": None, "actearly": False}}, "dynamics must be"),
+    ({"dynamics": {"type": "filter", "tau": -1.0, "actrange": None, "actearly": False}}, "non-negative"),
+    ({"pid": {"kp": 1.0, "ki": 0.0, "kd": 0.0, "imax": -1.0, "slewmax": None}}, "imax must be"),
+    ({"pid": {"kp": 1.0}}, "pid must be"),
+])
+def test_bad_dynamics_and_pid_parameters_are_one_clear_error(entry, match):
+    base = {"name": "x", "joints": {"j0": 1.0}, "gear": 1.0, "gain": [1, 0, 0], "bias": [0, 0, 0],
+            "ctrlrange": None, "forcerange": None}
+    if "pid" in entry:
+        del base["gain"], base["bias"]
+    with pytest.raises(ValueError, match=match):
+        force_model("mj_actuators", actuators=[{**base, **entry}])
+
+
+def test_the_parameters_round_trip_through_force_model(arm):
+    model = pbf.load_mjcf(arm)
+    f = actuator_force(model, CTRL)
+    again = force_model("mj_actuators", **f.params())
+    q, v = np.linspace(-0.3, 0.4, model.nq), np.linspace(0.5, -0.2, model.nv)
+    u = np.r_[CTRL, np.linspace(-0.5, 0.5, 7), np.linspace(0.2, -0.1, 7)]
+    np.testing.assert_array_equal(np.asarray(f.generalized_force(model, q, v, 0.0, u=u)),
+                                  np.asarray(again.generalized_force(model, q, v, 0.0, u=u)))
+
+
+@pytest.mark.parametrize("xml, fragments", [
+    ('<actuator><muscle joint="j"/></actuator>', ["actuator", "dyntype='muscle'", "activation dynamics"]),
+    ('<extension><plugin plugin="mujoco.pid"><instance name="p"><config key="kp" value="1"/></instance></plugin>'
+     '</extension><actuator><plugin joint="j" plugin="mujoco.pid" instance="p" dyntype="filter" dynprm="0.1" '
+     'actdim="1"/></actuator>', ["mujoco.pid actuator with activation dynamics"]),
+])
+def test_unsupported_actuator_states_are_refused_in_one_line(tmp_path, xml, fragments):
+    p = tmp_path / "bad.xml"
+    p.write_text(f'<mujoco><worldbody><body><joint name="j" axis="0 1 0" range="-1 1"/><geom size="0.1"/></body>'
+                 f'</worldbody>{xml}</mujoco>')
+    with pytest.raises(ModelError) as err:
+        pbf.load_mjcf(p)
+    assert all(f in str(err.value) for f in fragments), str(err.value)
+    assert "\n" not in str(err.value)
