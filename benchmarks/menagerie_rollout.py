@@ -16,6 +16,13 @@ deviation of the joint coordinates over the run (quaternions compared as rotatio
 
 Then the arm with ``pbad`` (orders 2 and 3, generated C) at 10 and 50 ms: its deviation from MuJoCo's 0.5 ms run at
 the pbad step times, and its wall time.
+
+Last, actuators with states (:mod:`pbframework.force_states`): ``STATEFUL`` (activation dynamics of each kind and
+two ``mujoco.pid`` plug-in actuators), or with ``--menagerie`` Menagerie's ``shadow_dexee`` (twelve PIDs), at
+2 ms. MuJoCo's Euler (its implicit joint damping off, ``eulerdamp="disable"``) against ``semi_implicit_euler``
+(generated C): the same step, so the joints and the states
+(``act``) agree to round-off. MuJoCo's RK4 against ``rk4``: MuJoCo integrates ``act`` inside its four stages,
+pbframework advances it once per step, so these differ by the activation's update rule -- printed as measured.
 """
 
 from __future__ import annotations
@@ -58,6 +65,35 @@ LEG = """<body name="{n}_hip" pos="{x} {y} 0"><joint name="{n}_abd" axis="1 0 0"
             <geom fromto="0 0 0 0 0 -0.2" size="0.015"/></body></body></body>"""
 
 
+STATEFUL = """<mujoco model="stateful">
+  <option timestep="0.002"><flag constraint="disable"/></option>
+  <extension><plugin plugin="mujoco.pid"><instance name="pid"><config key="kp" value="8"/>
+    <config key="ki" value="5"/><config key="kd" value="0.4"/><config key="imax" value="2"/>
+    <config key="slewmax" value="2"/></instance></plugin></extension>
+  <default><geom type="box" size="0.05 0.06 0.06" pos="0.05 0 0"/></default>
+  <worldbody>
+    <body pos="0 0 1"><joint name="a" axis="0 1 0"/><geom type="capsule" fromto="0 0 0 0.3 0 0" size="0.03" pos="0 0 0"/>
+      <body pos="0.3 0 0"><joint name="b" axis="0 1 0"/><geom type="capsule" fromto="0 0 0 0.3 0 0" size="0.03" pos="0 0 0"/>
+        <body pos="0.3 0 0"><joint name="c" type="slide" axis="1 0 0"/><geom type="sphere" size="0.05" pos="0 0 0"/>
+          <body pos="0.1 0 0"><joint name="d" axis="0 0 1"/><geom/>
+            <body pos="0.1 0 0"><joint name="e" axis="1 0 0"/><geom/>
+              <body pos="0.1 0 0"><joint name="f" axis="0 1 0"/><geom/></body></body></body></body></body></body>
+  </worldbody>
+  <actuator>
+    <general joint="a" dyntype="integrator" gainprm="4" biastype="affine" biasprm="0 -4 -0.5" actlimited="true"
+             actrange="-1 1" ctrlrange="-1 1"/>
+    <general joint="b" dyntype="filter" dynprm="0.05" gainprm="3" biastype="affine" biasprm="0 -3 -0.3" ctrlrange="-1 1"/>
+    <general joint="c" dyntype="filterexact" dynprm="0.02" gainprm="20" biastype="affine" biasprm="0 -20 -2"
+             actearly="true" ctrlrange="-0.3 0.3"/>
+    <plugin joint="d" plugin="mujoco.pid" instance="pid" forcerange="-3 3" actdim="2" ctrlrange="-1 1"/>
+    <position joint="e" kp="2" kv="0.1" timeconst="0.03" ctrlrange="-1 1"/>
+    <plugin joint="f" plugin="mujoco.pid" actdim="1" ctrlrange="-1 1"><config key="kp" value="3"/>
+      <config key="ki" value="2"/></plugin>
+  </actuator>
+</mujoco>"""
+"""Actuators with states: activation dynamics of each kind and two ``mujoco.pid`` plug-in actuators."""
+
+
 def quadruped_xml() -> str:
     legs, motors = [], []
     for n, x, y in (("FL", 0.2, 0.1), ("FR", 0.2, -0.1), ("RL", -0.2, 0.1), ("RR", -0.2, -0.1)):
@@ -76,21 +112,28 @@ def controls(m, t: float) -> np.ndarray:
     return mid + amp * np.sin(2 * np.pi * (0.5 + 0.15 * k) * t + k)
 
 
-def mujoco_run(path: Path, duration: float, dt: float, ctrl_fn):
+def mujoco_run(path: Path, duration: float, dt: float, ctrl_fn, integrator: str = "RK4", acts: list | None = None):
+    """MuJoCo's run (``acts``: a list that gets ``data.act`` at every step)."""
     import mujoco
 
     m = mujoco.MjModel.from_xml_path(str(path))
-    m.opt.timestep, m.opt.integrator = dt, mujoco.mjtIntegrator.mjINT_RK4
+    m.opt.timestep, m.opt.integrator = dt, getattr(mujoco.mjtIntegrator, f"mjINT_{integrator}")
     m.opt.disableflags |= int(mujoco.mjtDisableBit.mjDSBL_CONSTRAINT)
+    if integrator == "EULER":     # Euler's implicit joint damping off: the plain semi-implicit Euler step
+        m.opt.disableflags |= int(mujoco.mjtDisableBit.mjDSBL_EULERDAMP)
     d = mujoco.MjData(m)
     steps = int(round(duration / dt))
     qpos, qvel = np.empty((steps + 1, m.nq)), np.empty((steps + 1, m.nv))
     qpos[0], qvel[0] = d.qpos, d.qvel
+    if acts is not None:
+        acts.append(d.act.copy())
     t0 = time.perf_counter()
     for k in range(steps):
         d.ctrl[:] = ctrl_fn(m, d.time)
         mujoco.mj_step(m, d)
         qpos[k + 1], qvel[k + 1] = d.qpos, d.qvel
+        if acts is not None:
+            acts.append(d.act.copy())
     return m, qpos, qvel, time.perf_counter() - t0
 
 
@@ -162,7 +205,22 @@ def main(argv=None) -> int:
         dev = deviation(model, tr.q[:len(ref)], ref)
         final = deviation(model, tr.q[-1:], qpos[-1:]) if len(tr.q) == len(qpos[::stride]) else float("nan")
         print(f"{order:5d} {big * 1e3:6.0f} {tr.status.value:>8s} {dev:18.3e} {final:16.3e} {t_ours:7.3f}")
-    print(f"\ntarget (RK4 trajectories agree to 1e-6): {'met' if ok else 'NOT met'}")
+    stateful = args.menagerie / "shadow_dexee" / "shadow_dexee.xml" if args.menagerie else tmp / "stateful.xml"
+    if not args.menagerie:
+        stateful.write_text(STATEFUL)
+    print(f"\nactuators with states ({stateful.stem}), 2 ms, MuJoCo against pbframework (generated C)")
+    print(f"{'MuJoCo':>6s} {'pbf':>19s} {'na':>3s} {'max deviation':>14s} {'max act dev':>12s} {'MuJoCo s':>9s} "
+          f"{'pbf s':>7s}")
+    for mj_int, ours in (("EULER", "semi_implicit_euler"), ("RK4", "rk4")):
+        acts: list = []
+        m, qpos, qvel, t_mj = mujoco_run(stateful, args.duration, 2e-3, controls, mj_int, acts)
+        model, tr, build, t_ours = ours_run(stateful, ours, 2e-3, args.duration, m,
+                                            *from_mujoco(_load(stateful), qpos[0], qvel[0]))
+        dev, adev = deviation(model, tr.q, qpos), float(np.abs(tr.force_states - np.array(acts)).max())
+        if mj_int == "EULER":
+            ok &= dev < 1e-6 and adev < 1e-6
+        print(f"{mj_int:>6s} {ours:>19s} {m.na:3d} {dev:14.2e} {adev:12.2e} {t_mj:9.3f} {t_ours:7.3f}")
+    print(f"\ntarget (RK4 trajectories, and Euler with actuator states, agree to 1e-6): {'met' if ok else 'NOT met'}")
     return 0 if ok else 1
 
 
