@@ -67,6 +67,32 @@ def test_double_export_equals_the_vm(tmp_path):
     assert np.abs(data[:, 1 + m.nq:] - traj.qd).max() < 1e-10
 
 
+STATEFUL = """<mujoco><extension><plugin plugin="mujoco.pid"><instance name="p"><config key="kp" value="8"/>
+  <config key="ki" value="5"/><config key="slewmax" value="2"/></instance></plugin></extension>
+  <worldbody><body pos="0 0 1"><joint name="a" axis="0 1 0"/><geom type="capsule" fromto="0 0 0 0.3 0 0" size="0.03"/>
+    <body pos="0.3 0 0"><joint name="b" axis="0 1 0"/><geom type="capsule" fromto="0 0 0 0.3 0 0" size="0.03"/>
+    </body></body></worldbody>
+  <actuator><general joint="a" dyntype="filter" dynprm="0.05" gainprm="3" biastype="affine" biasprm="0 -3 -0.3"/>
+    <plugin joint="b" plugin="mujoco.pid" instance="p" actdim="2"/></actuator></mujoco>"""
+
+
+def test_an_export_with_several_inputs_and_actuator_states_equals_the_vm(tmp_path):
+    """The example passes ``u = NULL`` (zeros) for two inputs, and the step carries three actuator states
+    (a filter's activation, a PID's integral and set-point): the C rollout is the VM's with zero controls."""
+    path = tmp_path / "stateful.xml"
+    path.write_text(STATEFUL)
+    m = pbf.load_mjcf(path)
+    sim = pbf.Simulator(m, "pbad", order=2, dt=0.01, forces=["gravity", pbf.io.actuator_force(m, [0.0, 0.0])])
+    assert sim.problem.nu == 2 and sim.problem.meta["force_states"][1] - sim.problem.meta["force_states"][0] == 3
+    q0 = np.array([0.4, -0.3])
+    report = pbf.export(sim, tmp_path / "stateful", q0=q0, steps=60)
+    data = _build_and_run(report)
+    traj = sim.rollout(q0, np.zeros(m.nv), steps=60)
+    assert np.abs(traj.force_states[-1]).max() > 1e-3                # the states moved
+    assert np.abs(data[:, 1:1 + m.nq] - traj.q).max() < 1e-10
+    assert np.abs(data[:, 1 + m.nq:] - traj.qd).max() < 1e-10
+
+
 def test_float_export_is_single_precision_clean_and_close_to_double(tmp_path):
     m, sim, report = _export(tmp_path, 3, "float")
     data = _build_and_run(report, extra=["-Wdouble-promotion"])

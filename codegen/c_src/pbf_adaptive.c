@@ -68,7 +68,7 @@ PBF_EXPORT casadi_int pbf_rollout_adaptive(const casadi_real* opt, const casadi_
                                            casadi_int hcap, casadi_int* nhist, casadi_int* status, casadi_real* w,
                                            casadi_int* iw) {
   pbf_ws wsv, *ws = &wsv;
-  static const casadi_real zero_u[1] = {0};
+  static const casadi_real zero_u[PBF_NU > 0 ? PBF_NU : 1] = {0};   /* u null: zeros, NU of them */
   const casadi_real rtol = aopt[PBF_AOPT_RTOL], atol = aopt[PBF_AOPT_ATOL], h_min = aopt[PBF_AOPT_H_MIN];
   const casadi_real h_max = aopt[PBF_AOPT_H_MAX], safety = aopt[PBF_AOPT_SAFETY];
   const casadi_real min_factor = aopt[PBF_AOPT_MIN_FACTOR], max_factor = aopt[PBF_AOPT_MAX_FACTOR];

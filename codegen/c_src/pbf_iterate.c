@@ -338,7 +338,7 @@ static void pbf_iter_one(casadi_int i, casadi_int M, const casadi_real* opt, con
                          casadi_int* I, casadi_real* R, casadi_int* active) {
   pbf_ws ws;
   pbf_tj cv, *c = &cv;
-  casadi_real zero_u[1] = {0};
+  casadi_real zero_u[PBF_NU > 0 ? PBF_NU : 1] = {0};
   const casadi_real* u = U ? U + i * PBF_NU : zero_u;
   casadi_real *Si = S + i * (steps + 1) * PBF_NS, *GNi = GN + i * steps * PBF_NSR;
   casadi_int* STi = ST + i * steps * PBF_NST;

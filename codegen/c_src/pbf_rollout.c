@@ -183,13 +183,13 @@ static int pbf_stops(const casadi_real* opt, const casadi_int* st) {
   return !st[PBF_ST_CONV] && (int)opt[PBF_OPT_ON_FAILURE] != PBF_FAIL_CONTINUE;
 }
 
-/* One step of the Simulator from state s at time t (inputs u, may be null when PBF_NU == 0); gnorm: PBF_NSR
+/* One step of the Simulator from state s at time t (inputs u; null: zeros); gnorm: PBF_NSR
    reals. Returns 1 where the step did not converge and the failure policy is not continue. */
 PBF_EXPORT int pbf_step(const casadi_real* opt, const casadi_real* s, casadi_real t, casadi_real dt,
                         const casadi_real* u, casadi_real* s_next, casadi_int* st, casadi_real* gnorm,
                         casadi_real* w, casadi_int* iw) {
   pbf_ws ws;
-  static const casadi_real zero_u[1] = {0};
+  static const casadi_real zero_u[PBF_NU > 0 ? PBF_NU : 1] = {0};   /* u null: zeros, NU of them */
   pbf_ws_init(opt, w, iw, &ws);
   pbf_step_rec(opt, &ws, s, t, dt, u ? u : zero_u, s_next, st, gnorm, 0);
   return pbf_stops(opt, st);
@@ -199,7 +199,7 @@ PBF_EXPORT int pbf_step(const casadi_real* opt, const casadi_real* s, casadi_rea
 PBF_EXPORT int pbf_init(const casadi_real* opt, const casadi_real* q0, const casadi_real* qd0, casadi_real t0,
                         casadi_real dt, const casadi_real* u, casadi_real* s0, casadi_real* w, casadi_int* iw) {
   pbf_ws ws;
-  static const casadi_real zero_u[1] = {0};
+  static const casadi_real zero_u[PBF_NU > 0 ? PBF_NU : 1] = {0};   /* u null: zeros, NU of them */
   pbf_ws_init(opt, w, iw, &ws);
   pbf_init_state(&ws, q0, qd0, t0, dt, u ? u : zero_u, s0);
   return 0;
@@ -238,7 +238,7 @@ PBF_EXPORT casadi_int pbf_rollout(const casadi_real* opt, const casadi_real* q0,
                                   casadi_real* S, casadi_int* st, casadi_real* gn,
                                   casadi_int* status, casadi_real* w, casadi_int* iw) {
   pbf_ws ws;
-  static const casadi_real zero_u[1] = {0};
+  static const casadi_real zero_u[PBF_NU > 0 ? PBF_NU : 1] = {0};   /* u null: zeros, NU of them */
   if (!u) u = zero_u;
   pbf_ws_init(opt, w, iw, &ws);
   pbf_init_state(&ws, q0, qd0, t0, dt, u, ws.s);
@@ -252,7 +252,7 @@ PBF_EXPORT casadi_int pbf_rollout_from(const casadi_real* opt, const casadi_real
                                        casadi_int* st, casadi_real* gn, casadi_int* status, casadi_real* w,
                                        casadi_int* iw) {
   pbf_ws ws;
-  static const casadi_real zero_u[1] = {0};
+  static const casadi_real zero_u[PBF_NU > 0 ? PBF_NU : 1] = {0};   /* u null: zeros, NU of them */
   if (!u) u = zero_u;
   pbf_ws_init(opt, w, iw, &ws);
   pbf_copy(s0, ws.s, PBF_NS);
