@@ -704,8 +704,8 @@ MJCF_ERRORS = [   # MuJoCo's compiler reads the file: its messages, after the fi
      ["<equality> number 0", "a tendon equality (joint, connect and weld only)"]),
     ("tendon-armature", ('</worldbody>', '</worldbody><tendon><fixed name="t" armature="3"><joint joint="hip" '
                                          'coef="1"/></fixed></tendon>'), ["<tendon name='t'>", "attribute armature"]),
-    ("actuator-dynamics", ('</worldbody>', '</worldbody><actuator><general joint="hip" dyntype="muscle"/></actuator>'),
-     ["actuator", "dyntype='muscle'", "activation dynamics"]),
+    ("actuator-dynamics", ('</worldbody>', '</worldbody><actuator><general joint="hip" dyntype="user"/></actuator>'),
+     ["actuator", "dyntype='user'", "activation dynamics"]),
     ("body-transmission", ('</worldbody>', '</worldbody><actuator><adhesion body="leg" ctrlrange="0 1"/></actuator>'),
      ["actuator", "body transmission"]),
     ("fluid-wind", ('<compiler angle="radian"/>', '<compiler angle="radian"/><option density="1.2" wind="nan 0 0"/>'),

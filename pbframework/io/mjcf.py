@@ -216,15 +216,22 @@ def _check_supported(c: _Compiled, equality: str) -> None:
             raise c.refuse(f"{where}: a transmission to the ball / free joint {c.joint_names[j]!r}")
         dyn = int(m.actuator_dyntype[a])
         if dyn not in (mj.mjtDyn.mjDYN_NONE, mj.mjtDyn.mjDYN_INTEGRATOR, mj.mjtDyn.mjDYN_FILTER,
-                       mj.mjtDyn.mjDYN_FILTEREXACT):
+                       mj.mjtDyn.mjDYN_FILTEREXACT, mj.mjtDyn.mjDYN_MUSCLE):
             raise c.refuse(f"{where}: attribute dyntype={mj.mjtDyn(dyn).name.split('_', 1)[1].lower()!r} "
-                           f"(activation dynamics none, integrator, filter and filterexact only)")
+                           f"(activation dynamics none, integrator, filter, filterexact and muscle only)")
         if dyn != mj.mjtDyn.mjDYN_NONE and int(m.actuator_actnum[a]) != 1:
             raise c.refuse(f"{where}: attribute actdim={int(m.actuator_actnum[a])} (one activation per actuator)")
-        if int(m.actuator_gaintype[a]) not in (mj.mjtGain.mjGAIN_FIXED, mj.mjtGain.mjGAIN_AFFINE):
-            raise c.refuse(f"{where}: attribute gaintype={mj.mjtGain(int(m.actuator_gaintype[a])).name.split('_', 1)[1].lower()!r}")
-        if int(m.actuator_biastype[a]) not in (mj.mjtBias.mjBIAS_NONE, mj.mjtBias.mjBIAS_AFFINE):
-            raise c.refuse(f"{where}: attribute biastype={mj.mjtBias(int(m.actuator_biastype[a])).name.split('_', 1)[1].lower()!r}")
+        gaintype, biastype = int(m.actuator_gaintype[a]), int(m.actuator_biastype[a])
+        muscle_gain, muscle_bias = gaintype == mj.mjtGain.mjGAIN_MUSCLE, biastype == mj.mjtBias.mjBIAS_MUSCLE
+        if gaintype not in (mj.mjtGain.mjGAIN_FIXED, mj.mjtGain.mjGAIN_AFFINE) and not muscle_gain:
+            raise c.refuse(f"{where}: attribute gaintype={mj.mjtGain(gaintype).name.split('_', 1)[1].lower()!r}")
+        if biastype not in (mj.mjtBias.mjBIAS_NONE, mj.mjtBias.mjBIAS_AFFINE) and not muscle_bias:
+            raise c.refuse(f"{where}: attribute biastype={mj.mjtBias(biastype).name.split('_', 1)[1].lower()!r}")
+        if muscle_gain != muscle_bias or (muscle_gain and np.any(m.actuator_gainprm[a, :9] != m.actuator_biasprm[a, :9])):
+            raise c.refuse(f"{where}: a muscle gain without the muscle bias of the same parameters (or the bias "
+                           f"without the gain)")
+        if muscle_gain and trn == mj.mjtTrn.mjTRN_SITE:
+            raise c.refuse(f"{where}: a muscle on a site transmission")
         for attr in ("actuator_damping", "actuator_armature", "actuator_delay"):
             if hasattr(m, attr) and np.any(np.asarray(getattr(m, attr))[a] != 0):
                 raise c.refuse(f"{where}: attribute {attr[9:]}")

@@ -115,6 +115,12 @@ def _actuator_params(c: _Compiled, dof_coord: dict[int, str], off, gravcomp: dic
             transmission["gear"] = float(m.actuator_gear[a, 0])
         if m.actuator_plugin[a] >= 0:            # mujoco.pid (the loader refuses other plug-ins)
             drive: dict[str, Any] = {"pid": _pid_gains(c, a)}
+        elif int(m.actuator_gaintype[a]) == mj.mjtGain.mjGAIN_MUSCLE:    # with the muscle bias (loader's check)
+            prm = [float(x) for x in m.actuator_gainprm[a, :9]]
+            force = prm[2] if prm[2] >= 0 else prm[3] / max(1e-15, float(m.actuator_acc0[a]))  # mju_muscleGain
+            drive = {"muscle": {"range": prm[0:2], "force": force, "lmin": prm[4], "lmax": prm[5], "vmax": prm[6],
+                                "fpmax": prm[7], "fvmax": prm[8],
+                                "lengthrange": [float(x) for x in m.actuator_lengthrange[a]]}}
         else:
             gain = np.zeros(3)
             gain[0] = m.actuator_gainprm[a, 0]
@@ -123,12 +129,14 @@ def _actuator_params(c: _Compiled, dof_coord: dict[int, str], off, gravcomp: dic
             bias = np.zeros(3) if int(m.actuator_biastype[a]) == mj.mjtBias.mjBIAS_NONE else \
                 np.array(m.actuator_biasprm[a, :3], float)
             drive = {"gain": gain.tolist(), "bias": bias.tolist()}
-            dyn = int(m.actuator_dyntype[a])
-            if dyn != mj.mjtDyn.mjDYN_NONE:
-                drive["dynamics"] = {
-                    "type": mj.mjtDyn(dyn).name.split("_", 1)[1].lower(), "tau": float(m.actuator_dynprm[a, 0]),
-                    "actrange": [float(v) for v in m.actuator_actrange[a]] if m.actuator_actlimited[a] else None,
-                    "actearly": bool(m.actuator_actearly[a])}
+        dyn = int(m.actuator_dyntype[a])
+        if dyn != mj.mjtDyn.mjDYN_NONE:
+            drive["dynamics"] = {
+                "type": mj.mjtDyn(dyn).name.split("_", 1)[1].lower(),
+                "tau": ([float(x) for x in m.actuator_dynprm[a, :3]] if dyn == mj.mjtDyn.mjDYN_MUSCLE
+                        else float(m.actuator_dynprm[a, 0])),
+                "actrange": [float(v) for v in m.actuator_actrange[a]] if m.actuator_actlimited[a] else None,
+                "actearly": bool(m.actuator_actearly[a])}
         acts.append({
             "name": m.actuator(a).name or f"actuator{a}",
             **transmission,

@@ -62,7 +62,8 @@ from .passive import GravityCompensation
 _KEYS = ("name", "joints", "gear", "gain", "bias", "ctrlrange", "forcerange")
 _SITE_KEYS = ("name", "site", "refsite", "wrap", "gear", "gain", "bias", "ctrlrange", "forcerange")
 _PATH_KEYS = ("name", "path", "gear", "gain", "bias", "ctrlrange", "forcerange")
-_DYN_TYPES = ("integrator", "filter", "filterexact")
+_DYN_TYPES = ("integrator", "filter", "filterexact", "muscle")
+_MUSCLE_KEYS = ("range", "force", "lmin", "lmax", "vmax", "fpmax", "fvmax", "lengthrange")
 _MINVAL = 1e-15          # MuJoCo's mjMINVAL: the smallest filter time constant
 
 
@@ -70,8 +71,10 @@ def _key_sets() -> list[set[str]]:
     """The key sets an actuator mapping may have: a transmission's keys; with ``dynamics`` added (activation
     dynamics); or a joint or tendon transmission's with ``pid`` in place of ``gain`` and ``bias``."""
     base = [set(_KEYS), set(_SITE_KEYS), set(_PATH_KEYS)]
+    muscles = [(k - {"gain", "bias"}) | {"muscle"} for k in (set(_KEYS), set(_PATH_KEYS))]
     return (base + [k | {"dynamics"} for k in base]
-            + [(k - {"gain", "bias"}) | {"pid"} for k in (set(_KEYS), set(_PATH_KEYS))])
+            + [(k - {"gain", "bias"}) | {"pid"} for k in (set(_KEYS), set(_PATH_KEYS))]
+            + muscles + [k | {"dynamics"} for k in muscles])
 
 
 def _number(where: str, what: str, x: Any, *, positive: bool = False, optional: bool = False) -> float | None:
@@ -85,13 +88,37 @@ def _number(where: str, what: str, x: Any, *, positive: bool = False, optional: 
 
 
 def _dynamics(where: str, d: Any) -> dict[str, Any]:
-    """An actuator's activation dynamics ``{type, tau, actrange, actearly}``, checked."""
+    """An actuator's activation dynamics ``{type, tau, actrange, actearly}``, checked (a muscle's ``tau``: its
+    activation and deactivation time constants and the smoothing width, MuJoCo's ``dynprm[0:3]``)."""
     if not isinstance(d, Mapping) or set(d) != {"type", "tau", "actrange", "actearly"} or d["type"] not in _DYN_TYPES \
             or not isinstance(d["actearly"], bool):
         raise ValueError(f"{where}: dynamics must be {{'type': one of {list(_DYN_TYPES)}, 'tau': the filter's time "
-                         f"constant, 'actrange': (low, high) or None, 'actearly': bool}}, got {d!r}")
-    return {"type": d["type"], "tau": _number(where, "dynamics tau", d["tau"], positive=True),
-            "actrange": _range(where, "actrange", d["actrange"]), "actearly": d["actearly"]}
+                         f"constant (a muscle's three: tau_act, tau_deact, smoothing width), 'actrange': (low, high) "
+                         f"or None, 'actearly': bool}}, got {d!r}")
+    if d["type"] == "muscle":
+        tau = d["tau"]
+        if isinstance(tau, (str, bytes, Mapping)) or not isinstance(tau, Sequence) or len(tau) != 3:
+            raise ValueError(f"{where}: a muscle's dynamics tau must be three numbers (tau_act, tau_deact, smoothing "
+                             f"width), got {tau!r}")
+        tau = [_number(where, "dynamics tau", x, positive=True) for x in tau]
+    else:
+        tau = _number(where, "dynamics tau", d["tau"], positive=True)
+    return {"type": d["type"], "tau": tau, "actrange": _range(where, "actrange", d["actrange"]),
+            "actearly": d["actearly"]}
+
+
+def _muscle(where: str, d: Any) -> dict[str, Any]:
+    """A muscle's force parameters (MuJoCo's ``gainprm`` / ``biasprm`` with the force resolved, and the
+    actuator's ``lengthrange``), checked."""
+    if not isinstance(d, Mapping) or set(d) != set(_MUSCLE_KEYS):
+        raise ValueError(f"{where}: muscle must be a mapping with the keys {list(_MUSCLE_KEYS)}, got {d!r}")
+    out = {k: _number(where, f"muscle {k}", d[k], positive=True) for k in _MUSCLE_KEYS[1:7]}
+    for k in ("range", "lengthrange"):
+        r = _range(where, f"muscle {k}", d[k])
+        if r is None:
+            raise ValueError(f"{where}: muscle {k} must be (low, high), got None")
+        out[k] = r
+    return {k: out[k] for k in _MUSCLE_KEYS}
 
 
 def _pid(where: str, d: Any) -> dict[str, Any]:
@@ -161,8 +188,11 @@ class MjActuators(ForceModel):
                                  f"for a PID actuator), got {a!r}")
             where = f"{who}: actuator {a['name']!r}"
             pid = _pid(where, a["pid"]) if "pid" in a else None
+            muscle = _muscle(where, a["muscle"]) if "muscle" in a else None
             if pid is not None:                 # F = kp (P - L) - kd V + ki I: the affine form with c = kp P + ki I
                 a = {**a, "gain": (1.0, 0.0, 0.0), "bias": (0.0, -pid["kp"], -pid["kd"])}
+            elif muscle is not None:            # not affine: _force evaluates the muscle's curves
+                a = {**a, "gain": (0.0, 0.0, 0.0), "bias": (0.0, 0.0, 0.0)}
             gain, bias = np.asarray(a["gain"], float).reshape(-1), np.asarray(a["bias"], float).reshape(-1)
             gear = np.asarray(a["gear"], float).reshape(-1)
             if gain.shape != (3,) or bias.shape != (3,) or gear.shape != ((6,) if "site" in a else (1,)) \
@@ -195,11 +225,12 @@ class MjActuators(ForceModel):
                 entry.update(joints={str(k): float(v) for k, v in joints.items()}, gear=float(gear[0]))
             if "dynamics" in a:
                 entry["dynamics"] = _dynamics(where, a["dynamics"])
-            if pid is not None:
-                entry["pid"] = pid
+            if pid is not None or muscle is not None:
+                entry["pid" if pid is not None else "muscle"] = pid if pid is not None else muscle
                 del entry["gain"], entry["bias"]
             self.actuators.append(entry)
         self._affine = [((1.0, 0.0, 0.0), (0.0, -a["pid"]["kp"], -a["pid"]["kd"])) if "pid" in a
+                        else ((0.0, 0.0, 0.0), (0.0, 0.0, 0.0)) if "muscle" in a
                         else (tuple(a["gain"]), tuple(a["bias"])) for a in self.actuators]
         self._slots, k = [], 0          # per actuator: the index of its first state in a, and its state count
         for a in self.actuators:
@@ -226,7 +257,8 @@ class MjActuators(ForceModel):
                 raise ValueError(f"{who}: ctrl must be {nu} finite numbers (one per actuator) or a callable "
                                  f"(t, q, qd) -> ctrl, got {ctrl!r}")
             self.ctrl = c
-        integrable = not (self.joint_force_range or self._gravcomp or any("site" in a for a in self.actuators))
+        integrable = not (self.joint_force_range or self._gravcomp
+                          or any("site" in a or "muscle" in a for a in self.actuators))
         self.forms = frozenset({ForceForm.GENERALIZED_FORCE, ForceForm.POTENTIAL} if integrable else
                                {ForceForm.GENERALIZED_FORCE})
 
@@ -267,12 +299,15 @@ class MjActuators(ForceModel):
             c = _clamp(u[k], act["ctrlrange"])
             if "dynamics" in act:
                 d, x = act["dynamics"], a[i]
-                tau = max(_MINVAL, d["tau"])
+                tau = max(_MINVAL, d["tau"]) if d["type"] != "muscle" else None
                 period = act.get("wrap")
                 if period is not None and d["type"] != "integrator":     # the set-point nearest the activation
                     c = c - period * ca.floor((c - x) / period + 0.5)
-                nxt = (x + dt * c if d["type"] == "integrator" else x + dt * (c - x) / tau if d["type"] == "filter"
-                       else x + (c - x) * (1 - ca.exp(-dt / tau)))
+                if d["type"] == "muscle":
+                    nxt = x + dt * _muscle_rate(c, x, d["tau"])
+                else:
+                    nxt = (x + dt * c if d["type"] == "integrator" else x + dt * (c - x) / tau
+                           if d["type"] == "filter" else x + (c - x) * (1 - ca.exp(-dt / tau)))
                 nxt = _clamp(nxt, d["actrange"])
                 if period is not None:               # MuJoCo 4 (measured): the activation nearest the length
                     length = site_transmission(model, act["site"], act["refsite"], act["gear"], q)[0]
@@ -352,6 +387,9 @@ class MjActuators(ForceModel):
         return sum(c * x[vi if velocity else i] for i, vi, c in moment)
 
     def _force(self, k: int, a: dict, length, velocity, c):
+        if "muscle" in a:
+            return _clamp(_muscle_gain(a["muscle"], length, velocity) * c + _muscle_bias(a["muscle"], length),
+                          a["forcerange"])
         g, b = self._affine[k]
         return _clamp((g[0] + g[1] * length + g[2] * velocity) * c + b[0] + b[1] * length + b[2] * velocity,
                       a["forcerange"])
@@ -425,6 +463,57 @@ class MjActuators(ForceModel):
                             f"{self._nu_all()}: the controls, and the states before and after the step) as declared "
                             f"by n_inputs() and n_states()")
         return u
+
+
+# -- MuJoCo's muscle model (mju_muscleGain / mju_muscleBias / mju_muscleDynamics) ---------------------------------
+def _normalized_length(m: Mapping[str, Any], length):
+    """The muscle's normalised length and its optimum length ``L0`` (from the length range and ``range``)."""
+    (r0, r1), (l0, l1) = m["range"], m["lengthrange"]
+    L0 = (l1 - l0) / max(_MINVAL, r1 - r0)
+    return r0 + (length - l0) / max(_MINVAL, L0), L0
+
+
+def _muscle_gain(m: Mapping[str, Any], length, velocity):
+    """MuJoCo's active muscle force per unit activation, ``-F FL(L) FV(V)`` (negative: muscles pull)."""
+    L, L0 = _normalized_length(m, length)
+    V = velocity / max(_MINVAL, L0 * m["vmax"])
+    lmin, lmax = m["lmin"], m["lmax"]
+    a, b = 0.5 * (lmin + 1), 0.5 * (1 + lmax)
+    FL = ca.if_else(ca.logic_or(L < lmin, L > lmax), 0.0,
+                    ca.if_else(L <= a, 0.5 * ((L - lmin) / max(_MINVAL, a - lmin)) ** 2,
+                               ca.if_else(L <= 1, 1 - 0.5 * ((1 - L) / max(_MINVAL, 1 - a)) ** 2,
+                                          ca.if_else(L <= b, 1 - 0.5 * ((L - 1) / max(_MINVAL, b - 1)) ** 2,
+                                                     0.5 * ((lmax - L) / max(_MINVAL, lmax - b)) ** 2))))
+    y = m["fvmax"] - 1
+    FV = ca.if_else(V <= -1, 0.0, ca.if_else(V <= 0, (V + 1) ** 2,
+                                              ca.if_else(V <= y, m["fvmax"] - (y - V) ** 2 / max(_MINVAL, y),
+                                                         m["fvmax"])))
+    return -m["force"] * FL * FV
+
+
+def _muscle_bias(m: Mapping[str, Any], length):
+    """MuJoCo's passive muscle force: half-quadratic beyond the optimum length to ``(1 + lmax) / 2``, linear
+    after."""
+    L, _ = _normalized_length(m, length)
+    b = 0.5 * (1 + m["lmax"])
+    x1, x2 = (L - 1) / max(_MINVAL, b - 1), (L - b) / max(_MINVAL, b - 1)
+    return ca.if_else(L <= 1, 0.0, ca.if_else(L <= b, -m["force"] * m["fpmax"] * 0.5 * x1 ** 2,
+                                              -m["force"] * m["fpmax"] * (0.5 + x2)))
+
+
+def _muscle_rate(c, act, prm):
+    """MuJoCo's muscle activation rate (Millard et al. 2013): ``(clamp(c, 0, 1) - act) / tau`` with the
+    activation or deactivation time constant scaled by the clamped activation, switched hard or by a quintic
+    sigmoid of width ``prm[2]``."""
+    cc, ac = ca.fmin(ca.fmax(c, 0.0), 1.0), ca.fmin(ca.fmax(act, 0.0), 1.0)
+    tau_act, tau_deact = prm[0] * (0.5 + 1.5 * ac), prm[1] / (0.5 + 1.5 * ac)
+    dctrl = cc - act
+    if prm[2] < _MINVAL:
+        tau = ca.if_else(dctrl > 0, tau_act, tau_deact)
+    else:
+        x = ca.fmin(ca.fmax(dctrl / prm[2] + 0.5, 0.0), 1.0)
+        tau = tau_deact + (tau_act - tau_deact) * x ** 3 * (3 * x * (2 * x - 5) + 10)
+    return dctrl / ca.fmax(_MINVAL, tau)
 
 
 def _site(where: str, what: str, site: Any) -> dict[str, Any]:
