@@ -38,7 +38,7 @@ Forces (``model.default_forces``; a :class:`~pbframework.simulate.Simulator` add
   ``joint_limits`` where a joint is limited and ``tendon_limits`` where a tendon is (``limits=True``;
   MuJoCo's limits are constraints, here a stiff one-sided spring); ``tendon_passive`` from tendon ``stiffness``
   / ``springlength`` / ``damping``; ``mj_actuators`` from ``<actuator>`` (the control vector, MuJoCo's ``ctrl``, is the
-  step's input ``u``). MuJoCo's ``<option><flag gravity / spring / damper / actuation="disable">`` are
+  step's input ``u``; activations, muscles and ``mujoco.pid`` plug-in actuators keep MuJoCo's ``act`` as states). MuJoCo's ``<option><flag gravity / spring / damper / actuation="disable">`` are
   honoured.
 - Geoms: spheres, boxes and capsules that collide (``contype`` or ``conaffinity`` non-zero) on moving bodies
   are ``Link.shapes`` (geometry for :func:`pbframework.geometry.sample_contact_points`); planes and boxes
@@ -49,7 +49,7 @@ Forces (``model.default_forces``; a :class:`~pbframework.simulate.Simulator` add
 ``<equality>`` constraints are refused unless ``equality="disable"`` (module function) leaves them out as
 MuJoCo's ``<flag equality="disable"/>`` does. Tendons, fixed and spatial (sites, pulleys, sphere and cylinder
 wraps), are :mod:`pbframework.tendons` specs inside the force specs. Whatever else the mapping cannot represent
-(actuators with activation dynamics, body and slider-crank transmissions,
+(actuators with user dynamics or gains, body and slider-crank transmissions,
 springs on ball / free joints, mocap bodies, ...) is a :class:`~pbframework.model.ModelError` at
 load naming the element, the attribute and the file.
 """

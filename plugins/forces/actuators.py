@@ -26,8 +26,14 @@ of ``links`` on the coordinates of ``joints``. Then the total on each coordinate
 ``actuatorfrcrange``. MJCF's ``motor``
 (``g = (1, 0, 0)``, ``b = 0``), ``position`` (``g0 = kp``, ``b = (0, -kp, -kv)``), ``velocity``
 (``g0 = kv``, ``b = (0, 0, -kv)``) and ``general`` actuators with ``gaintype`` / ``biastype`` ``fixed`` or
-``affine`` and no activation dynamics are all of this form; :func:`~pbframework.io.load_mjcf` fills the
-parameters from the compiled model.
+``affine`` are all of this form; :func:`~pbframework.io.load_mjcf` fills the parameters from the compiled
+model.
+
+States (:mod:`pbframework.force_states`): an actuator with ``dynamics`` (MuJoCo's ``dyntype`` integrator,
+filter, filterexact or muscle) keeps its activation and drives its gain with it in place of ``c``; a ``pid``
+actuator (MuJoCo's ``mujoco.pid`` plug-in) keeps its error integral and slew-limited set-point; ``muscle``
+replaces the affine gain and bias by MuJoCo's muscle curves. :meth:`MjActuators.next_states` advances them as
+MuJoCo's Euler step does.
 
 The controls are the step's per-step input (``n_inputs = nu``, named like MuJoCo's ``ctrl``): held over a
 step (zero-order hold, as ``mj_step`` holds ``data.ctrl``), given to :meth:`~pbframework.simulate.Simulator`
