@@ -20,7 +20,7 @@ import numpy as np
 
 from .errors import ArgumentTypeError, LimitError, ModelError, OutputPathError, PbfError, StepError
 
-__all__ = ["MAX_STEPS", "MAX_MEMORY", "MAX_LINKS", "MAX_DOFS", "real", "integer", "flag", "options", "check_steps",
+__all__ = ["MAX_STEPS", "MAX_MEMORY", "MAX_LINKS", "MAX_DOFS", "real", "vector", "integer", "flag", "options", "check_steps",
            "check_memory", "check_links", "output_path", "mass_matrix", "check_mass_matrix"]
 
 MAX_STEPS = 10_000_000
@@ -65,6 +65,27 @@ def real(value: Any, name: str, *, minimum: float | None = None, positive: bool 
             or (minimum is not None and not x >= minimum):
         raise error(f"{name} must be {want}, got {value!r}")
     return x
+
+
+def vector(value: Any, what: str, n: int, length: str, *, names: Sequence[str] | None = None,
+           error: type[PbfError] = StepError) -> np.ndarray:
+    """``value`` as a real, finite float vector of ``n`` entries; else ``error`` in one line: ``{what}: expected a
+    real vector of length {length}, got ...`` (``length`` says what ``n`` is), or the first non-finite entry, by
+    its name in ``names`` where given, else by its index."""
+    if isinstance(value, (str, bytes)) or np.iscomplexobj(value):
+        raise error(f"{what}: expected a real vector of length {length}, got {type(value).__name__} {value!r:.60}")
+    try:
+        a = np.asarray(value, dtype=float)
+    except (TypeError, ValueError):
+        raise error(f"{what}: expected a real vector of length {length}, got {type(value).__name__} "
+                    f"{value!r:.60}") from None
+    if a.ndim != 1 or a.shape[0] != n:
+        raise error(f"{what}: expected a vector of length {length}, got shape {a.shape}")
+    bad = np.flatnonzero(~np.isfinite(a))
+    if bad.size:
+        where = f"coordinate {names[bad[0]]!r}" if names is not None else f"index {int(bad[0])}"
+        raise error(f"{what}: non-finite value {a[bad[0]]} at {where}")
+    return a
 
 
 def integer(value: Any, name: str, *, minimum: int | None = None, error: type[StepError] = StepError) -> int:

@@ -691,21 +691,9 @@ class ArticulatedBody:
 
     def _check_vector(self, x, what: str, n: int, size: str, names: Sequence[str]) -> np.ndarray:
         """``x`` as a real float vector of length ``n``; a :class:`ModelError` (a ``ValueError``) otherwise."""
-        if isinstance(x, (str, bytes)) or np.iscomplexobj(x):
-            raise ModelError(f"{what}: expected a real vector of length {size}={n} for model {self.name!r}, got "
-                             f"{type(x).__name__} {x!r:.60}")
-        try:
-            a = np.asarray(x, dtype=float)
-        except (TypeError, ValueError):
-            raise ModelError(f"{what}: expected a real vector of length {size}={n} for model {self.name!r}, got "
-                             f"{type(x).__name__} {x!r:.60}") from None
-        if a.ndim != 1 or a.shape[0] != n:
-            raise ModelError(f"{what}: expected a vector of length {size}={n} for model {self.name!r}, "
-                             f"got shape {a.shape}")
-        bad = np.flatnonzero(~np.isfinite(a))
-        if bad.size:
-            raise ModelError(f"{what}: non-finite value {a[bad[0]]} at coordinate {names[bad[0]]!r}")
-        return a
+        from .checks import vector
+
+        return vector(x, what, n, f"{size}={n} for model {self.name!r}", names=names, error=ModelError)
 
     def __repr__(self) -> str:
         return (f"ArticulatedBody({self.name!r}, links={self.nlinks}, joints={len(self.joints)}, "

@@ -143,21 +143,10 @@ class Stepping:
     def check_integrator_state(self, state, what: str = "state") -> np.ndarray:
         """``state`` as the integrator's state vector (length ``problem.ns``, real, finite), else a
         :class:`StepError` that says what it should be (:meth:`initial_state` makes one from ``q0, qd0``)."""
+        from .checks import vector
+
         ns = self.problem.ns
-        if isinstance(state, (str, bytes)) or np.iscomplexobj(state):
-            raise StepError(f"{what}: expected a real vector of length {ns} (the {self.integrator} state; "
-                            f"initial_state(q0, qd0) makes one), got {type(state).__name__}")
-        try:
-            s = np.asarray(state, dtype=float)
-        except (TypeError, ValueError):
-            raise StepError(f"{what}: expected a real vector of length {ns} (the {self.integrator} state; "
-                            f"initial_state(q0, qd0) makes one), got {type(state).__name__}") from None
-        if s.ndim != 1 or s.shape[0] != ns:
-            raise StepError(f"{what}: expected a vector of length {ns} (the {self.integrator} state; "
-                            f"initial_state(q0, qd0) makes one), got shape {s.shape}")
-        if not np.all(np.isfinite(s)):
-            raise StepError(f"{what}: non-finite value at index {int(np.flatnonzero(~np.isfinite(s))[0])}")
-        return s
+        return vector(state, what, ns, f"{ns} (the {self.integrator} state; initial_state(q0, qd0) makes one)")
 
     def _solve(self, s: np.ndarray, t: float, dt: float) -> tuple[np.ndarray, StepStats]:
         pb = self.problem
