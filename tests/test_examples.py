@@ -105,6 +105,20 @@ def _check_panda_reach(out: Path, stdout: str) -> None:
 CHECKS["panda_reach"] = _check_panda_reach
 
 
+def _check_mjcf_pid_finger(out: Path, stdout: str) -> None:
+    runs = json.loads((out / "mjcf_pid_finger.json").read_text())["runs"]
+    assert (out / "mjcf_pid_finger.png").stat().st_size > 0
+    euler, pid, p_only = runs["semi-implicit Euler 2 ms"], runs["pbad 20 ms"], runs["pbad 20 ms, P only"]
+    assert euler["max_deviation_rad"] < 1e-9 and euler["max_state_deviation"] < 1e-9, euler
+    assert all(r["status"] == "ok" for r in runs.values()), runs
+    # P alone sags by m g l / kp = 0.0383 N m / 4 under gravity; the integral takes the error away
+    assert abs(p_only["base_error_at_0.8s_rad"] - 0.0383 / 4) < 1e-3, p_only
+    assert pid["base_error_at_0.8s_rad"] < 0.1 * p_only["base_error_at_0.8s_rad"], runs
+
+
+CHECKS["mjcf_pid_finger"] = _check_mjcf_pid_finger
+
+
 def _check_swimmer_gradient(out: Path, stdout: str) -> None:
     results = json.loads((out / "swimmer_gradient.json").read_text())
     assert (out / "swimmer_gradient.png").stat().st_size > 0
