@@ -17,6 +17,11 @@ set-point of MuJoCo's ``mujoco.pid`` actuator. Integrators know nothing of it. :
 * the problem's ``u`` stays the inputs alone (``nu`` does not count the states), so the Simulator, the
   step function, the exported C and the batch backends run it unchanged.
 
+An integrator may instead carry the states itself (it sets ``meta["force_states"]``): the explicit
+Runge-Kutta methods integrate them with their stages from ``ForceModel.state_rates`` and finish the step with
+``ForceModel.advance_states`` at the weighted rate, as MuJoCo's RK4 integrates ``act`` (:func:`stage_inputs`,
+:func:`advance_all`).
+
 A rollout starts from ``ForceModel.initial_states`` (zeros by default, MuJoCo's reset). The start runs of
 PBAD's history node (``start_acceleration``) hold the states at their initial values, with ``a_next`` the
 states after a step of length zero. Halving a step halves it for the states too (two updates with ``dt / 2``).
@@ -75,6 +80,38 @@ def _step_inputs(model, forces, sizes, q, qd, t, dt, u, a):
     return ca.vertcat(*U), ca.vertcat(*nxt)
 
 
+def stage_inputs(model: ArticulatedBody, forces: Sequence[Any], q, qd, t, dt, u, a):
+    """For an integrator that integrates the states itself (``meta["force_states"]``, the explicit Runge-Kutta
+    methods): ``(U, rates)`` at one stage ``(q, qd, t, a)`` of a step of ``dt`` -- the integrator's ``u`` (per force:
+    its inputs from ``u``, the stage's ``a`` and ``advance_states`` of it at its rate over ``dt``) and the
+    states' rates (``state_rates``)."""
+    U, rates, i, k = [], [], 0, 0
+    for f, (n_in, n_st) in zip(forces, _sizes(model, forces)):
+        uf = u[i:i + n_in]
+        if n_st:
+            af = a[k:k + n_st]
+            rf = ca.reshape(f.state_rates(model, q, qd, t, dt, uf, af), n_st, 1)
+            U += [uf, af, ca.reshape(f.advance_states(model, q, qd, t, dt, uf, af, rf), n_st, 1)]
+            rates.append(rf)
+            k += n_st
+        elif n_in:
+            U.append(uf)
+        i += n_in
+    return ca.vertcat(*U), ca.vertcat(*rates)
+
+
+def advance_all(model: ArticulatedBody, forces: Sequence[Any], q, qd, t, dt, u, a, rates):
+    """Every force model's ``advance_states`` from ``a`` at ``rates`` (concatenated as in the state)."""
+    out, i, k = [], 0, 0
+    for f, (n_in, n_st) in zip(forces, _sizes(model, forces)):
+        if n_st:
+            out.append(ca.reshape(f.advance_states(model, q, qd, t, dt, u[i:i + n_in], a[k:k + n_st],
+                                                   rates[k:k + n_st]), n_st, 1))
+            k += n_st
+        i += n_in
+    return ca.vertcat(*out)
+
+
 def with_force_states(problem, model: ArticulatedBody, forces: Sequence[Any]):
     """``problem`` with the force models' states in its state (module docstring); ``problem`` itself when no
     force model has any."""
@@ -85,6 +122,12 @@ def with_force_states(problem, model: ArticulatedBody, forces: Sequence[Any]):
     if na == 0:
         return problem
     stateful = [getattr(f, "name", str(f)) for f, (_, n) in zip(forces, sizes) if n]
+    if problem.meta.get("force_states") is not None:  # the integrator carries them itself (explicit Runge-Kutta)
+        start, stop = problem.meta["force_states"]
+        if stop - start != na or stop != problem.ns:
+            raise StepError(f"integrator {problem.integrator!r} carries {stop - start} force-model states at the end "
+                            f"of its state (ns = {problem.ns}); its force models have {na}")
+        return problem
     if problem.kind is ProblemKind.CONSTRAINED:
         raise StepError(f"integrator {problem.integrator!r} does not carry the states of force models yet "
                         f"({', '.join(stateful)}: {na} states); use pbad or a Newton-Euler integrator")

@@ -150,6 +150,18 @@ class ForceModel:
         (:meth:`n_inputs` entries, possibly none) and the states ``a`` (symbolic; :meth:`n_states` entries)."""
         raise TypeError(f"force model {self.name!r} has no states (n_states is 0)")
 
+    def state_rates(self, model: ArticulatedBody, q, qd, t, dt, u, a):
+        """The states' rate of change at ``(q, qd, t, a)`` (MuJoCo's ``act_dot``), which the explicit
+        Runge-Kutta integrators (``rk2``, ``rk3``, ``rk4``) integrate with their stages, as MuJoCo's RK4 does;
+        default ``(next_states(...) - a) / dt``, the rate of the discrete update."""
+        return (self.next_states(model, q, qd, t, dt, u, a) - a) / dt
+
+    def advance_states(self, model: ArticulatedBody, q, qd, t, dt, u, a, rate):
+        """The states after a step of ``dt`` from ``a`` at the (Runge-Kutta weighted) ``rate``, with ``(q, qd)``
+        the step's start: default ``a + dt rate``. ``next_states`` is ``advance_states`` at ``state_rates``
+        for a model that defines these two."""
+        return a + dt * rate
+
     def __repr__(self) -> str:
         args = ", ".join(f"{k}={v!r}" for k, v in self.params().items())
         return f"{type(self).__name__}({args})"

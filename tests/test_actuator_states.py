@@ -91,12 +91,14 @@ def test_forces_and_next_states_are_mujocos_at_random_states_activations_and_tim
     assert max(worst.values()) <= TOL, worst
 
 
-def test_semi_implicit_euler_follows_mujocos_euler_step_for_step(arm):
-    """MuJoCo's Euler (no damping: no implicit damping) is the semi-implicit Euler step; with the states
-    advanced as ``mj_advance`` does, a 1 s rollout under a time-varying ctrl agrees to round-off."""
+@pytest.mark.parametrize("mj_integrator, ours", [("EULER", "semi_implicit_euler"), ("RK4", "rk4")])
+def test_semi_implicit_euler_and_rk4_follow_mujocos_euler_and_rk4_step_for_step(arm, mj_integrator, ours):
+    """MuJoCo's Euler (no damping: no implicit damping) is the semi-implicit Euler step, the states advanced as
+    ``mj_advance`` does; MuJoCo's RK4 integrates ``act`` in its stages, and so does ``rk4``. A 1 s rollout under
+    a time-varying ctrl agrees to round-off with each."""
     model = pbf.load_mjcf(arm)
     m = mujoco.MjModel.from_xml_path(str(arm))
-    m.opt.integrator, m.opt.timestep = mujoco.mjtIntegrator.mjINT_EULER, 1e-3
+    m.opt.integrator, m.opt.timestep = getattr(mujoco.mjtIntegrator, f"mjINT_{mj_integrator}"), 1e-3
     d = mujoco.MjData(m)
     qs, acts = [d.qpos.copy()], [d.act.copy()]
     for _ in range(1000):
@@ -104,7 +106,7 @@ def test_semi_implicit_euler_follows_mujocos_euler_step_for_step(arm):
         mujoco.mj_step(m, d)
         qs.append(d.qpos.copy())
         acts.append(d.act.copy())
-    sim = pbf.Simulator(model, "semi_implicit_euler", dt=1e-3, forces=["gravity", actuator_force(model, ctrl)])
+    sim = pbf.Simulator(model, ours, dt=1e-3, forces=["gravity", actuator_force(model, ctrl)])
     tr = sim.rollout(model.neutral(), None, duration=1.0)
     assert tr.status.value == "ok" and tr.force_states.shape == (1001, 7)
     assert np.abs(tr.q - np.array(qs)).max() < 1e-9
@@ -314,7 +316,8 @@ def test_muscles_are_mujocos_force_length_velocity_curves_and_activation_dynamic
     assert max(worst.values()) <= TOL, worst
 
 
-def test_a_muscle_arm_follows_mujocos_euler_step_for_step(tmp_path):
+@pytest.mark.parametrize("mj_integrator, ours", [("EULER", "semi_implicit_euler"), ("RK4", "rk4")])
+def test_a_muscle_arm_follows_mujocos_euler_and_rk4_step_for_step(tmp_path, mj_integrator, ours):
     p = tmp_path / "muscles.xml"
     p.write_text(MUSCLES)
     model = pbf.load_mjcf(p)
@@ -323,13 +326,13 @@ def test_a_muscle_arm_follows_mujocos_euler_step_for_step(tmp_path):
         return [0.5 + 0.5 * np.sin(4 * t), 0.8, 0.5 + 0.5 * np.cos(3 * t), 0.3]
 
     m = mujoco.MjModel.from_xml_path(str(p))
-    m.opt.integrator, m.opt.timestep = mujoco.mjtIntegrator.mjINT_EULER, 1e-3
+    m.opt.integrator, m.opt.timestep = getattr(mujoco.mjtIntegrator, f"mjINT_{mj_integrator}"), 1e-3
     d = mujoco.MjData(m)
     for _ in range(1000):
         d.ctrl[:] = excite(d.time, None, None)
         mujoco.mj_step(m, d)
     forces = ["gravity", actuator_force(model, excite)]
-    tr = pbf.Simulator(model, "semi_implicit_euler", dt=1e-3, forces=forces).rollout(model.neutral(), None, duration=1.0)
+    tr = pbf.Simulator(model, ours, dt=1e-3, forces=forces).rollout(model.neutral(), None, duration=1.0)
     assert np.abs(tr.q[-1] - d.qpos).max() < 1e-9 and np.abs(tr.force_states[-1] - d.act).max() < 1e-9
     assert np.abs(d.act).max() > 0.2                                            # the muscles did activate
     # the activation update is MuJoCo's explicit one: within bounds at 5 ms (tau_act 5-20 ms), and close to the
@@ -337,3 +340,17 @@ def test_a_muscle_arm_follows_mujocos_euler_step_for_step(tmp_path):
     big = pbf.Simulator(model, "pbad", dt=0.005, forces=forces).rollout(model.neutral(), None, duration=1.0)
     assert big.status.value == "ok" and np.abs(big.force_states).max() <= 1.0 + 1e-12
     assert np.abs(big.force_states[-1] - d.act).max() < 2e-3
+
+
+def test_the_runge_kutta_methods_carry_the_states_in_their_stages(arm):
+    """rk2 / rk3 / rk4 put the states in their own state (``meta["force_states"]``), the Euler methods leave them
+    to the wrapper; either way the state ends with them and the step function takes the controls alone."""
+    model = pbf.load_mjcf(arm)
+    for name in ("rk2", "rk3", "rk4", "forward_euler", "semi_implicit_euler"):
+        sim = pbf.Simulator(model, name, dt=1e-3, forces=["gravity", actuator_force(model, CTRL)])
+        pb = sim.problem
+        assert pb.meta["force_states"] == (model.nq + model.nv, pb.ns) and pb.nu == 6, name
+        s1, st = sim.advance(sim.initial_state(model.neutral()), 0.0)
+        assert st.converged and np.all(np.isfinite(s1)), name
+        np.testing.assert_allclose(np.asarray(sim.step_function()(sim.initial_state(model.neutral()), 0.0, 1e-3,
+                                                                  CTRL)).ravel(), s1, atol=1e-12)

@@ -291,13 +291,18 @@ class MjActuators(ForceModel):
         return sum(n for _, n in self._slots)
 
     def next_states(self, model, q, qd, t, dt, u, a):
-        """MuJoCo's ``act`` after a step (``mj_advance`` of Euler / implicit): ``act + dt ctrl`` (integrator),
-        ``act + dt (ctrl - act) / tau`` (filter) or the exact filter, clamped to ``actrange``; a PID's
-        set-point ``P`` (the control, slew-limited to ``prev +- slewmax dt`` when ``t > 0``) and integral
-        ``clamp(I + (P - L) dt, +-imax / ki)``, with the actuator length ``L`` at the step's start. For a
-        servo whose error wraps (``wrap``) MuJoCo 4.0.0 (measured at 2000 states per dynamics type) takes a
-        filter's control to its representative nearest ``act`` (``c - wrap round((c - act) / wrap)``) and the
-        new activation of every dynamics type to its representative nearest ``L``."""
+        """MuJoCo's ``act`` after a step of Euler / implicit: :meth:`advance_states` with the rates at the step's
+        start."""
+        return self.advance_states(model, q, qd, t, dt, u, a, self.state_rates(model, q, qd, t, dt, u, a))
+
+    def state_rates(self, model, q, qd, t, dt, u, a):
+        """MuJoCo's ``act_dot``: ``ctrl`` (integrator), ``(ctrl - act) / tau`` (filter, filterexact),
+        ``mju_muscleDynamics`` (muscle); for a PID actuator ``(I_next - I) / dt`` and ``(P - P_prev) / dt``, its
+        set-point ``P`` (the control, slew-limited to ``P_prev +- slewmax dt`` when ``t > 0``) and integral
+        ``I_next = clamp(I + (P - L) dt, +-imax / ki)`` with the actuator length ``L`` at ``q`` (the plug-in's
+        ``ActDot``). For a servo whose error wraps (``wrap``) MuJoCo 4.0.0 (measured at 2000 states per
+        dynamics type) takes a filter's control to its representative nearest ``act``
+        (``c - wrap round((c - act) / wrap)``)."""
         out = []
         for k, (act, (i, n)) in enumerate(zip(self.actuators, self._slots)):
             if not n:
@@ -305,35 +310,49 @@ class MjActuators(ForceModel):
             c = _clamp(u[k], act["ctrlrange"])
             if "dynamics" in act:
                 d, x = act["dynamics"], a[i]
-                tau = max(_MINVAL, d["tau"]) if d["type"] != "muscle" else None
                 period = act.get("wrap")
                 if period is not None and d["type"] != "integrator":     # the set-point nearest the activation
                     c = c - period * ca.floor((c - x) / period + 0.5)
-                if d["type"] == "muscle":
-                    nxt = x + dt * _muscle_rate(c, x, d["tau"])
-                else:
-                    nxt = (x + dt * c if d["type"] == "integrator" else x + dt * (c - x) / tau
-                           if d["type"] == "filter" else x + (c - x) * (1 - ca.exp(-dt / tau)))
-                nxt = _clamp(nxt, d["actrange"])
-                if period is not None:               # MuJoCo 4 (measured): the activation nearest the length
-                    length = site_transmission(model, act["site"], act["refsite"], act["gear"], q)[0]
-                    nxt = nxt - period * ca.floor((nxt - length) / period + 0.5)
-                out.append(nxt)
+                out.append(c if d["type"] == "integrator" else _muscle_rate(c, x, d["tau"])
+                           if d["type"] == "muscle" else (c - x) / max(_MINVAL, d["tau"]))
                 continue
-            pid, j = act["pid"], i
+            pid = act["pid"]
             setpoint = c
             if pid["slewmax"] is not None:
                 prev = a[i + int(pid["ki"] != 0)]
                 setpoint = ca.if_else(t > 0, ca.fmin(ca.fmax(c, prev - pid["slewmax"] * dt),
                                                      prev + pid["slewmax"] * dt), c)
             if pid["ki"] != 0:
-                integral = a[j] + (setpoint - self._servo_length(model, k, q)) * dt
+                integral = a[i] + (setpoint - self._servo_length(model, k, q)) * dt
                 if pid["imax"] is not None:
-                    bound = pid["imax"] / pid["ki"]
-                    integral = ca.fmin(ca.fmax(integral, -abs(bound)), abs(bound))
-                out.append(integral)
+                    bound = abs(pid["imax"] / pid["ki"])
+                    integral = ca.fmin(ca.fmax(integral, -bound), bound)
+                out.append((integral - a[i]) / dt)
             if pid["slewmax"] is not None:
-                out.append(setpoint)
+                out.append((setpoint - prev) / dt)
+        return ca.vertcat(*out)
+
+    def advance_states(self, model, q, qd, t, dt, u, a, rate):
+        """``act`` after a step of ``dt`` at the rate ``rate`` (MuJoCo's ``mj_nextActivation``): the exact
+        filter ``act + rate tau (1 - exp(-dt / tau))`` for filterexact, ``act + dt rate`` otherwise, clamped to
+        ``actrange``; the activation of a servo whose error wraps taken to its representative nearest the
+        actuator length at ``q`` (MuJoCo 4.0.0, measured)."""
+        out = []
+        for k, (act, (i, n)) in enumerate(zip(self.actuators, self._slots)):
+            for j in range(i, i + n):
+                d = act.get("dynamics")
+                if d is not None and d["type"] == "filterexact":
+                    tau = max(_MINVAL, d["tau"])
+                    nxt = a[j] + rate[j] * tau * (1 - ca.exp(-dt / tau))
+                else:
+                    nxt = a[j] + dt * rate[j]
+                if d is not None:
+                    nxt = _clamp(nxt, d["actrange"])
+                    if act.get("wrap") is not None:          # the activation nearest the length
+                        period = act["wrap"]
+                        length = site_transmission(model, act["site"], act["refsite"], act["gear"], q)[0]
+                        nxt = nxt - period * ca.floor((nxt - length) / period + 0.5)
+                out.append(nxt)
         return ca.vertcat(*out)
 
     def _servo_length(self, model, k: int, q):

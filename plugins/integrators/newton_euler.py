@@ -24,7 +24,10 @@ the group (:func:`pbframework.lie.q_integrate`), so quaternions stay unit: the E
 vanishes; enough for order 4), ``[a, b]`` the Lie bracket of each joint's algebra (``a x b`` for a rotation
 vector, the se(3) bracket for a free joint's twist, zero for hinges and slides).
 
-Per-step force inputs ``u`` (``ForceModel.n_inputs``) are held constant over the step (zero-order hold).
+Per-step force inputs ``u`` (``ForceModel.n_inputs``) are held constant over the step (zero-order hold). The
+states of force models (``ForceModel.n_states``: actuator activations) advance once per step from the step's
+start with the Euler methods (:mod:`pbframework.force_states`, as MuJoCo's Euler); the Runge-Kutta methods
+integrate them in their stages from ``ForceModel.state_rates``, as MuJoCo's RK4 integrates ``act``.
 The problems are :attr:`~pbframework.step.ProblemKind.EXPLICIT`: ``advance(x_empty, p)`` is the next
 state, no solver runs. The velocity reported is the state's ``qd``.
 """
@@ -38,7 +41,7 @@ from pbframework.hookspecs import PluginInfo, hookimpl
 from pbframework.lie import bracket_series, q_integrate
 from pbframework.model import ArticulatedBody
 from pbframework.step import (
-    ProblemKind, StepConfig, StepProblem, acceleration_expr, force_label, input_slices,
+    ProblemKind, StepConfig, StepProblem, acceleration_expr, force_label, force_sizes, input_slices,
     require_forms, split_params, standard_params, state_init,
 )
 
@@ -74,6 +77,55 @@ def _rkmk(model: ArticulatedBody, tableau, integ, acc, q, v, t, dt, u):
     return ca.vertcat(integ(q, c_end), v_end)
 
 
+def _rk_with_states(model: ArticulatedBody, method: str, config: StepConfig, forces, acc) -> StepProblem:
+    """The Runge-Kutta step with the force models' states (``pbframework.force_states``) integrated in its
+    stages, as MuJoCo's RK4 integrates ``act``: stage ``i`` has the states ``a_i = a + dt sum_j A_ij r_j`` and the
+    rates ``r_i = state_rates(q_i, v_i, t_i, a_i)``, its forces see ``a_i`` (and ``advance_states`` of it over
+    ``dt``), and the step ends at ``advance_states(a, sum_j B_j r_j)``. State ``[q; v; a]``."""
+    from pbframework.force_states import advance_all, initial_force_states, stage_inputs
+    from pbframework.step import INIT_NAMES, force_sizes, init_symbols
+
+    nq, nv = model.nq, model.nv
+    sizes = [force_sizes(model, f) for f in forces]
+    nu, na = sum(n for n, _ in sizes), sum(n for _, n in sizes)
+    ns = nq + nv + na
+    x, p = ca.SX.sym("x", 0), ca.SX.sym("p", ns + 2 + nu)
+    s, dt, t, u = split_params(p, ns)
+    q, v, a = s[:nq], s[nq:nq + nv], s[nq + nv:]
+    integ = q_integrate(model) if model.on_group else (lambda qq, c: qq + c)
+    A, B, C = TABLEAUS[method]
+    K, L, R = [], [], []                    # chart rates, accelerations and state rates of the stages
+
+    def combined(row, terms, start):
+        return start + dt * sum((w * z for w, z in zip(row, terms) if w != 0.0), ca.SX.zeros(start.shape[0]))
+
+    for i in range(len(B)):
+        ci = combined(A[i], K, ca.SX.zeros(nv))
+        vi, ai = combined(A[i], L, v), combined(A[i], R, a)
+        qi = integ(q, ci) if i else q
+        ti = t + C[i] * dt
+        Ui, Ri = stage_inputs(model, forces, qi, vi, ti, dt, u, ai)
+        L.append(acc(qi, vi, ti, Ui))
+        R.append(Ri)
+        K.append(bracket_series(model, ci, vi, 0.5, 1 / 12) if i and model.on_group else vi)
+    c_end, v_end = combined(B, K, ca.SX.zeros(nv)), combined(B, L, v)
+    a_end = advance_all(model, forces, q, v, t, dt, u, a, sum((b * r for b, r in zip(B, R) if b != 0.0),
+                                                                 ca.SX.zeros(na)))
+    q0, qd0, t0, dt0, u0, *runs = init_symbols(nq, nu, nv)
+    init = ca.Function("init", [q0, qd0, t0, dt0, u0, *runs],
+                       [ca.vertcat(q0, qd0, ca.DM(initial_force_states(model, forces)))], INIT_NAMES, ["s0"])
+    return StepProblem(
+        integrator=method, kind=ProblemKind.EXPLICIT, config=config, nq=nq, nv=nv, nx=0, ns=ns, nu=nu,
+        init=init, params=standard_params(ns, nu),
+        guess=ca.Function("guess", [p], [ca.SX(0, 1)], ["p"], ["x0"]),
+        advance=ca.Function("advance", [x, p], [ca.vertcat(integ(q, c_end), v_end, a_end)], ["x", "p"],
+                            ["s_next"]),
+        order=METHODS[method][0], objective=None, forces=tuple(force_label(fm) for fm in forces),
+        velocity="the state's generalised velocity qd", start="s0 = [q0; qd0; the force models' initial states]",
+        meta={"fd": config.fd, "force_states": (nq + nv, ns)},
+    )
+
+
 def _builder(method: str):
     def build(model: ArticulatedBody, config: StepConfig, forces) -> StepProblem:
         forces = tuple(forces)
@@ -84,6 +136,8 @@ def _builder(method: str):
         qs, vs, ts, us = ca.SX.sym("q", nq), ca.SX.sym("v", nv), ca.SX.sym("t"), ca.SX.sym("u", nu)
         acc = ca.Function("acc", [qs, vs, ts, us],
                           [acceleration_expr(model, forces, qs, vs, ts, config.fd, us if nu else None)])
+        if method in TABLEAUS and any(force_sizes(model, f)[1] for f in forces):
+            return _rk_with_states(model, method, config, forces, acc)
         x, p = ca.SX.sym("x", 0), ca.SX.sym("p", ns + 2 + nu)
         s, dt, t, u = split_params(p, ns)
 
