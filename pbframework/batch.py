@@ -116,9 +116,12 @@ class Batches:
             T, V = np.zeros((M, steps + 1)), np.zeros((M, steps + 1))
             done = np.array([tr.steps for tr in trajs], dtype=np.int64)
             stats = {k: np.zeros((M, steps), dtype=trajs[0].stats[k].dtype) for k in names}
+            fs = self.problem.meta.get("force_states")
             for m, tr in enumerate(trajs):
                 k = tr.steps
                 states[m, :k + 1, :nq], states[m, :k + 1, nq:nq + nv] = tr.q, tr.qd
+                if fs is not None:
+                    states[m, :k + 1, fs[0]:fs[1]] = tr.force_states
                 states[m, k + 1:] = states[m, k]
                 T[m, :k + 1], V[m, :k + 1] = tr.kinetic, tr.potential
                 T[m, k + 1:], V[m, k + 1:] = tr.kinetic[-1], tr.potential[-1]
@@ -150,4 +153,6 @@ class Batches:
         return BatchTrajectory(t=t0 + np.arange(steps + 1) * dt, q=states[:, :, :nq], qd=states[:, :, nq:nq + nv],
                                kinetic=T, potential=V, energy=T + V, stats=stats, steps_done=np.asarray(done),
                                diverged=status == Status.DIVERGED.value, wall_time=wall, build_time=build_time,
-                               info=info, status=status.astype(str), failure_time=failure_time)
+                               info=info, status=status.astype(str), failure_time=failure_time,
+                               force_states=None if pb.meta.get("force_states") is None else
+                               states[:, :, pb.meta["force_states"][0]:pb.meta["force_states"][1]])

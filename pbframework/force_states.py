@@ -59,6 +59,23 @@ def initial_force_states(model: ArticulatedBody, forces: Sequence[Any]) -> np.nd
     return np.concatenate(parts) if parts else np.zeros(0)
 
 
+def _column(force, what: str, value, n: int):
+    """The result of ``force``'s ``what`` as an ``n x 1`` CasADi column; a :class:`StepError` naming the model and
+    the method where it has another number of entries (or is not numbers at all)."""
+    name = getattr(force, "name", force)
+    try:
+        col = ca.vertcat(*value) if isinstance(value, (list, tuple)) else value
+        if isinstance(col, np.ndarray):
+            col = ca.DM(col)
+        numel = int(col.numel())
+    except (TypeError, ValueError, AttributeError, RuntimeError, NotImplementedError):
+        raise StepError(f"force model {name!r}: {what} must return a CasADi expression or a list of them, got "
+                        f"{type(value).__name__}") from None
+    if numel != n:
+        raise StepError(f"force model {name!r}: {what} returned {numel} values, n_states declares {n}")
+    return ca.reshape(col, n, 1)
+
+
 def _step_inputs(model, forces, sizes, q, qd, t, dt, u, a):
     """``(U, a_next)``: the integrator's ``u`` (per force: its inputs, ``a``, ``a_next``) from the inputs ``u``
     and the states ``a`` of a step from ``(q, qd)`` at ``t`` of length ``dt``."""
@@ -67,10 +84,7 @@ def _step_inputs(model, forces, sizes, q, qd, t, dt, u, a):
         uf = u[i:i + n_in]
         if n_st:
             af = a[k:k + n_st]
-            an = ca.reshape(f.next_states(model, q, qd, t, dt, uf, af), n_st, 1)
-            if an.shape != (n_st, 1):
-                raise StepError(f"force model {getattr(f, 'name', f)!r}: next_states returned shape {an.shape}, "
-                                f"expected ({n_st}, 1)")
+            an = _column(f, "next_states", f.next_states(model, q, qd, t, dt, uf, af), n_st)
             U += [uf, af, an]
             nxt.append(an)
             k += n_st
@@ -90,8 +104,8 @@ def stage_inputs(model: ArticulatedBody, forces: Sequence[Any], q, qd, t, dt, u,
         uf = u[i:i + n_in]
         if n_st:
             af = a[k:k + n_st]
-            rf = ca.reshape(f.state_rates(model, q, qd, t, dt, uf, af), n_st, 1)
-            U += [uf, af, ca.reshape(f.advance_states(model, q, qd, t, dt, uf, af, rf), n_st, 1)]
+            rf = _column(f, "state_rates", f.state_rates(model, q, qd, t, dt, uf, af), n_st)
+            U += [uf, af, _column(f, "advance_states", f.advance_states(model, q, qd, t, dt, uf, af, rf), n_st)]
             rates.append(rf)
             k += n_st
         elif n_in:
@@ -105,8 +119,8 @@ def advance_all(model: ArticulatedBody, forces: Sequence[Any], q, qd, t, dt, u, 
     out, i, k = [], 0, 0
     for f, (n_in, n_st) in zip(forces, _sizes(model, forces)):
         if n_st:
-            out.append(ca.reshape(f.advance_states(model, q, qd, t, dt, u[i:i + n_in], a[k:k + n_st],
-                                                   rates[k:k + n_st]), n_st, 1))
+            out.append(_column(f, "advance_states", f.advance_states(model, q, qd, t, dt, u[i:i + n_in],
+                                                                     a[k:k + n_st], rates[k:k + n_st]), n_st))
             k += n_st
         i += n_in
     return ca.vertcat(*out)

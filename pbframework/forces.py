@@ -148,13 +148,16 @@ class ForceModel:
     def next_states(self, model: ArticulatedBody, q, qd, t, dt, u, a):
         """The states after a step of length ``dt`` from ``(q, qd)`` at time ``t`` with the inputs ``u``
         (:meth:`n_inputs` entries, possibly none) and the states ``a`` (symbolic; :meth:`n_states` entries)."""
-        raise TypeError(f"force model {self.name!r} has no states (n_states is 0)")
+        n = self.n_states(model)
+        raise TypeError(f"force model {self.name!r} declares n_states = {n} but does not implement next_states"
+                        if n else f"force model {self.name!r} has no states (n_states is 0)")
 
     def state_rates(self, model: ArticulatedBody, q, qd, t, dt, u, a):
         """The states' rate of change at ``(q, qd, t, a)`` (MuJoCo's ``act_dot``), which the explicit
         Runge-Kutta integrators (``rk2``, ``rk3``, ``rk4``) integrate with their stages, as MuJoCo's RK4 does;
         default ``(next_states(...) - a) / dt``, the rate of the discrete update."""
-        return (self.next_states(model, q, qd, t, dt, u, a) - a) / dt
+        nxt = self.next_states(model, q, qd, t, dt, u, a)
+        return ((ca.vertcat(*nxt) if isinstance(nxt, (list, tuple)) else nxt) - a) / dt
 
     def advance_states(self, model: ArticulatedBody, q, qd, t, dt, u, a, rate):
         """The states after a step of ``dt`` from ``a`` at the (Runge-Kutta weighted) ``rate``, with ``(q, qd)``

@@ -356,6 +356,8 @@ class BatchTrajectory:
         wall_time: seconds of the whole batch (one native call on the ``c`` backend).
         build_time: seconds spent building the simulator (0 when already reported).
         info: as :attr:`Trajectory.info`, plus ``batch`` (M) and ``threads``.
+        force_states: the force models' own states, shape (M, steps+1, na), as :attr:`Trajectory.force_states`;
+            ``None`` without any.
     """
 
     t: np.ndarray
@@ -372,6 +374,7 @@ class BatchTrajectory:
     info: dict[str, Any] = field(default_factory=dict)
     status: np.ndarray | None = None
     failure_time: np.ndarray | None = None
+    force_states: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         M = int(self.q.shape[0])
@@ -400,7 +403,8 @@ class BatchTrajectory:
         return Trajectory(t=self.t[:k], q=self.q[m, :k], qd=self.qd[m, :k], kinetic=self.kinetic[m, :k],
                           potential=self.potential[m, :k], energy=self.energy[m, :k],
                           stats={name: v[m, :k - 1] for name, v in self.stats.items()},
-                          wall_time=self.wall_time / max(len(self), 1), info=info)
+                          wall_time=self.wall_time / max(len(self), 1), info=info,
+                          force_states=None if self.force_states is None else self.force_states[m, :k])
 
     def energy_error(self, scale: float | None = None) -> np.ndarray:
         """:meth:`Trajectory.energy_error` of every trajectory (``inf`` where diverged), shape (M,)."""
@@ -465,7 +469,8 @@ class BatchTrajectory:
         ``steps_done``, ``diverged``, ``status`` and ``failure_time``."""
         return _save(self, path, {"steps_done": np.asarray(self.steps_done), "diverged": np.asarray(self.diverged),
                                   "status": np.asarray(self.status, dtype=str),
-                                  "failure_time": np.asarray(self.failure_time, float)})
+                                  "failure_time": np.asarray(self.failure_time, float),
+                                  **({} if self.force_states is None else {"force_states": self.force_states})})
 
     @classmethod
     def load(cls, path: str | Path) -> "BatchTrajectory":

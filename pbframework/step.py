@@ -431,11 +431,12 @@ def force_sizes(model: ArticulatedBody, force: Any) -> tuple[int, int]:
     """``(n_inputs, n_states)`` of a force model (0 for either it does not declare), checked."""
     sizes = []
     for what in ("n_inputs", "n_states"):
-        n = getattr(force, what, None)
-        n = int(n(model)) if n is not None else 0
-        if n < 0:
-            raise StepError(f"force model {getattr(force, 'name', force)!r}: {what} must be >= 0, got {n}")
-        sizes.append(n)
+        fn = getattr(force, what, None)
+        n = fn(model) if fn is not None else 0
+        if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 0:
+            raise StepError(f"force model {getattr(force, 'name', force)!r}: {what} must be an integer >= 0, "
+                            f"got {n!r}")
+        sizes.append(int(n))
     return sizes[0], sizes[1]
 
 

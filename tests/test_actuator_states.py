@@ -198,7 +198,7 @@ def test_a_plug_in_force_model_with_a_state_and_its_errors():
     np.testing.assert_allclose(tr.force_states[:, 0], 0.5 + 0.01 * np.arange(11), atol=1e-14)
     with pytest.raises(StepError, match="initial_states must be 1 finite numbers"):
         pbf.Simulator(model, "rk4", dt=0.01, forces=[_Counter(start=[0.0, 1.0])])
-    with pytest.raises(StepError, match="n_states must be >= 0"):
+    with pytest.raises(StepError, match="n_states must be an integer >= 0, got -1"):
         pbf.Simulator(model, "rk4", dt=0.01, forces=[_Counter(n=-1)])
     with pytest.raises(StepError, match="adaptive steps do not carry the states"):
         pbf.Simulator(model, "pbad", dt=0.01, forces=[_Counter()], adaptive=True)
@@ -354,3 +354,85 @@ def test_the_runge_kutta_methods_carry_the_states_in_their_stages(arm):
         assert st.converged and np.all(np.isfinite(s1)), name
         np.testing.assert_allclose(np.asarray(sim.step_function()(sim.initial_state(model.neutral()), 0.0, 1e-3,
                                                                   CTRL)).ravel(), s1, atol=1e-12)
+
+
+PID_BY_INSTANCE = """<mujoco><option><flag clampctrl="disable"/></option>
+  <extension><plugin plugin="mujoco.pid"><instance name="p"><config key="kp" value="8"/><config key="ki" value="5"/>
+    <config key="slewmax" value="3"/></instance></plugin></extension>
+  <worldbody><body><joint name="j" axis="0 1 0"/><geom size="0.1" fromto="0 0 0 0.3 0 0" type="capsule"/></body>
+  </worldbody><actuator><plugin instance="p" joint="j" actdim="2" ctrlrange="-0.5 0.5"/></actuator></mujoco>"""
+
+
+def test_a_pid_named_by_its_instance_alone_keeps_its_ctrlrange_with_clampctrl_off(tmp_path, rng):
+    """The actuator names only its plug-in instance (no ``plugin=``), and ``clampctrl`` is off: MuJoCo's PID
+    plug-in still clamps its control to ``ctrlrange`` (measured)."""
+    p = tmp_path / "pid.xml"
+    p.write_text(PID_BY_INSTANCE)
+    model = pbf.load_mjcf(p)
+    (act,) = dict(model.default_forces)["mj_actuators"]["actuators"]
+    assert act["ctrlrange"] == [-0.5, 0.5] and act["pid"]["slewmax"] == 3.0
+    worst = compare(p, rng, states=40)
+    assert max(worst.values()) <= TOL, worst
+
+
+class _Bad(_Counter):
+    name = "bad"
+
+    def __init__(self, out):
+        super().__init__()
+        self.out = out
+
+    def next_states(self, model, q, qd, t, dt, u, a):
+        return self.out(a, dt)
+
+
+@pytest.mark.parametrize("out, match", [
+    (lambda a, dt: ca.vertcat(a, a), "next_states returned 2 values, n_states declares 1"),
+    (lambda a, dt: "a string", "next_states must return a CasADi expression"),
+])
+def test_a_force_model_whose_states_have_the_wrong_size_is_one_clear_error(out, match):
+    with pytest.raises(StepError, match=match):
+        pbf.Simulator(pbf.models.chain(2), "semi_implicit_euler", dt=0.01, forces=[_Bad(out)])
+
+
+def test_a_list_of_next_states_is_taken_and_sizes_must_be_integers():
+    model = pbf.models.chain(2)
+    tr = pbf.Simulator(model, "rk4", dt=0.01, forces=[_Bad(lambda a, dt: [a[0] + dt])]).rollout(
+        model.neutral(), None, steps=3)
+    np.testing.assert_allclose(tr.force_states[:, 0], 0.01 * np.arange(4), atol=1e-15)
+
+    class Fractional(_Counter):
+        def n_states(self, model):
+            return 1.7
+
+    with pytest.raises(StepError, match="n_states must be an integer >= 0, got 1.7"):
+        pbf.Simulator(model, "rk4", dt=0.01, forces=[Fractional()])
+
+    class Undeclared(_Counter):
+        name = "undeclared"
+        next_states = ForceModel.next_states
+        state_rates = ForceModel.state_rates
+
+    with pytest.raises(TypeError, match="declares n_states = 1 but does not implement next_states"):
+        pbf.Simulator(model, "semi_implicit_euler", dt=0.01, forces=[Undeclared()])
+
+
+@pytest.mark.parametrize("backend", ["casadi", "c"])
+def test_batch_rollouts_keep_the_force_states(arm, tmp_path, backend):
+    model = pbf.load_mjcf(arm)
+    sim = pbf.Simulator(model, "rk4", dt=2e-3, forces=["gravity", actuator_force(model, CTRL)], backend=backend)
+    Q0 = np.array([model.neutral(), model.neutral() + 0.1])
+    batch = sim.rollout_batch(Q0, None, steps=10)
+    assert batch.force_states.shape == (2, 11, 7)
+    single = sim.rollout(Q0[1], None, steps=10)
+    np.testing.assert_allclose(batch[1].force_states, single.force_states, atol=1e-12)
+    back = pbf.BatchTrajectory.load(batch.save(tmp_path / "batch"))
+    np.testing.assert_array_equal(back.force_states, batch.force_states)
+
+
+def test_a_pid_with_activation_dynamics_is_refused_by_the_force_model():
+    with pytest.raises(ValueError, match="a 'pid' actuator takes no 'dynamics'"):
+        force_model("mj_actuators", actuators=[{
+            "name": "x", "joints": {"j0": 1.0}, "gear": 1.0, "ctrlrange": None, "forcerange": None,
+            "pid": {"kp": 1.0, "ki": 0.0, "kd": 0.0, "imax": None, "slewmax": None},
+            "dynamics": {"type": "filter", "tau": 0.1, "actrange": None, "actearly": False}}])

@@ -275,8 +275,9 @@ def _compile(path: str | os.PathLike, balance_inertia: bool, disable: tuple[str,
         for name in disable:
             spec.option.disableflags |= int(getattr(mj.mjtDisableBit, f"mjDSBL_{name.upper()}"))
         m = spec.compile()
-        plugins = {a: _plugin_config(m, a, act.plugin.plugin_name) for a, act in enumerate(spec.actuators)
-                   if m.actuator_plugin[a] >= 0}
+        instances = {p.name: p.plugin_name for p in spec.plugins if p.name}
+        plugins = {a: _plugin_config(m, a, act.plugin.plugin_name or instances.get(act.plugin.name, ""))
+                   for a, act in enumerate(spec.actuators) if m.actuator_plugin[a] >= 0}
     except (ValueError, RuntimeError) as exc:
         text = " ".join(str(exc).split())
         if "Error opening file" in text:

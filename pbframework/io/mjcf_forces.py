@@ -141,8 +141,9 @@ def _actuator_params(c: _Compiled, dof_coord: dict[int, str], off, gravcomp: dic
             "name": m.actuator(a).name or f"actuator{a}",
             **transmission,
             **drive,
-            "ctrlrange": [float(v) for v in m.actuator_ctrlrange[a]] if (m.actuator_ctrllimited[a] and clamp_ctrl)
-            else None,
+            # the PID plug-in clamps its control to ctrlrange whatever clampctrl says (measured, MuJoCo 4.0.0)
+            "ctrlrange": [float(v) for v in m.actuator_ctrlrange[a]]
+            if m.actuator_ctrllimited[a] and (clamp_ctrl or m.actuator_plugin[a] >= 0) else None,
             "forcerange": [float(v) for v in m.actuator_forcerange[a]] if m.actuator_forcelimited[a] else None})
     joint_range = {c.joint_names[j]: [float(v) for v in m.jnt_actfrcrange[j]]
                    for j in range(m.njnt) if m.jnt_actfrclimited[j] and m.jnt_type[j] >= 2}

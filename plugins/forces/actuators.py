@@ -187,11 +187,15 @@ class MjActuators(ForceModel):
             raise ValueError(f"{who}: actuators must be a non-empty list of mappings, got {actuators!r}")
         self.actuators: list[dict[str, Any]] = []
         for k, a in enumerate(actuators):
+            if isinstance(a, Mapping) and "pid" in a and ("dynamics" in a or "muscle" in a or "site" in a):
+                raise ValueError(f"{who}: actuator {k}: a 'pid' actuator takes no 'dynamics', 'muscle' or site "
+                                 f"transmission (MuJoCo's mujoco.pid on a joint or tendon), got keys {sorted(a)}")
             if not isinstance(a, Mapping) or set(a) not in _key_sets():
                 raise ValueError(f"{who}: actuator {k} must be a mapping with exactly the keys {list(_KEYS)} (or "
                                  f"'site', 'refsite' and 'wrap' for 'joints', or a spatial tendon's 'path'; "
-                                 f"'dynamics' added for activation dynamics; 'pid' in place of 'gain' and 'bias' "
-                                 f"for a PID actuator), got {a!r}")
+                                 f"'dynamics' added for activation dynamics; 'pid' or 'muscle' in place of 'gain' "
+                                 f"and 'bias' for a PID actuator or a muscle, joint or tendon transmissions only), got "
+                                 f"{a!r}")
             where = f"{who}: actuator {a['name']!r}"
             pid = _pid(where, a["pid"]) if "pid" in a else None
             muscle = _muscle(where, a["muscle"]) if "muscle" in a else None
