@@ -195,8 +195,8 @@ def main(argv=None) -> int:
               f"{t_ours / t_mj:10.1f}")
     m, qpos, qvel, model = reference["arm"]
     print("\nthe arm with pbad (generated C) against MuJoCo's 0.5 ms RK4 run")
-    print(f"{'order':>5s} {'dt ms':>6s} {'status':>8s} {'max deviation rad':>18s} {'final deviation':>16s} "
-          f"{'wall s':>7s}")
+    print(f"{'order':>5s} {'dt ms':>6s} {'status':>11s} {'steps':>9s} {'max deviation rad':>18s} "
+          f"{'final deviation':>16s} {'wall s':>7s}")
     for order, big in ((2, 0.01), (2, 0.05), (3, 0.01), (3, 0.05)):
         _, tr, build, t_ours = ours_run(robots[0][1], "pbad", big, args.duration, m,
                                         *from_mujoco(model, qpos[0], qvel[0]), order=order)
@@ -204,7 +204,9 @@ def main(argv=None) -> int:
         ref = qpos[::stride][:len(tr.q)]
         dev = deviation(model, tr.q[:len(ref)], ref)
         final = deviation(model, tr.q[-1:], qpos[-1:]) if len(tr.q) == len(qpos[::stride]) else float("nan")
-        print(f"{order:5d} {big * 1e3:6.0f} {tr.status.value:>8s} {dev:18.3e} {final:16.3e} {t_ours:7.3f}")
+        done = f"{len(tr.q) - 1}/{len(qpos[::stride]) - 1}"   # the deviation covers the steps a run completed
+        print(f"{order:5d} {big * 1e3:6.0f} {tr.status.value:>11s} {done:>9s} {dev:18.3e} {final:16.3e} "
+              f"{t_ours:7.3f}")
     stateful = args.menagerie / "shadow_dexee" / "shadow_dexee.xml" if args.menagerie else tmp / "stateful.xml"
     if not args.menagerie:
         stateful.write_text(STATEFUL)
