@@ -16,7 +16,8 @@ import casadi as ca
 import numpy as np
 
 from .adaptive import rollout_adaptive
-from .checks import check_memory, check_steps, flag, real
+from .checks import check_memory, check_steps, flag, real, vector
+from .errors import StepError
 from .records import STEP_COLUMNS, _columns, _cut, _End
 from .result import Trajectory
 from .stepping import StepStats
@@ -40,7 +41,7 @@ class Rollouts:
         return n
 
     def rollout(self, q0, qd0=None, duration: float | None = None, *, steps: int | None = None,
-                t0: float = 0.0, progress: bool = False) -> Trajectory:
+                t0: float = 0.0, progress: bool = False, force_states0=None) -> Trajectory:
         """Simulate from ``(q0, qd0)`` for ``duration`` seconds (or ``steps`` steps).
 
         Args:
@@ -49,6 +50,9 @@ class Rollouts:
             steps: number of steps instead of ``duration``.
             t0: initial time.
             progress: show a tqdm progress bar (on stderr).
+            force_states0: the force models' states to start from (actuator activations, a PID's integral:
+                ``problem.meta["force_states"]``; e.g. ``traj.force_states[-1]`` to continue a run); default their
+                ``initial_states``.
 
         Returns:
             A :class:`~pbframework.result.Trajectory` whose ``status`` says how the run ended (``ok``,
@@ -68,6 +72,15 @@ class Rollouts:
         progress = flag(progress, "progress")
         q0, qd0 = self.check_start(q0, qd0)
         test = self.divergence_test(q0, qd0)
+        s0 = None
+        if force_states0 is not None:
+            fs = self.problem.meta.get("force_states")
+            if fs is None:
+                raise StepError(f"force_states0: this Simulator's force models keep no states ({self.integrator}, "
+                                f"forces {', '.join(self.problem.forces)})")
+            s0 = self.initial_state(q0, qd0, t0)
+            s0[fs[0]:fs[1]] = vector(force_states0, "force_states0", fs[1] - fs[0],
+                                     f"{fs[1] - fs[0]} (the force models' states)")
         with single_threaded_blas():
             if self.adaptive is not None:
                 bar = self._bar(steps, progress)
@@ -77,8 +90,8 @@ class Rollouts:
                     if bar is not None:
                         bar.close()
             if self.runner is not None and not self._input_forces:
-                return self._rollout_native(q0, qd0, float(t0), steps, progress, test)
-            s = self.initial_state(q0, qd0, t0)
+                return self._rollout_native(q0, qd0, float(t0), steps, progress, test, s0)
+            s = self.initial_state(q0, qd0, t0) if s0 is None else s0
             if not self.implicit and not self._input_forces:
                 return self._rollout_explicit(s, float(t0), steps, progress, test)
             return self._rollout_python(s, float(t0), steps, progress, test)
@@ -143,7 +156,7 @@ class Rollouts:
         return traj
 
     def _rollout_native(self, q0, qd0, t0: float, steps: int, progress: bool,
-                        test: DivergenceTest) -> Trajectory:
+                        test: DivergenceTest, s0: np.ndarray | None = None) -> Trajectory:
         """The whole rollout in native calls of the backend's runner (``step_time`` is the mean of a call).
 
         One call, or, with a progress bar or the energy test, about :data:`PROGRESS_PIECES` calls that each
@@ -153,7 +166,7 @@ class Rollouts:
         dt = self.config.dt
         per = max(1, -(-steps // PROGRESS_PIECES)) if (progress or test.energy_limit is not None) else steps
         bar = self._bar(steps, progress)
-        pieces, state, k = [], None, 0
+        pieces, state, k = [], s0, 0          # s0: a start state of the caller's (force states set)
         end = _End()
         try:
             while True:

@@ -436,3 +436,34 @@ def test_a_pid_with_activation_dynamics_is_refused_by_the_force_model():
             "name": "x", "joints": {"j0": 1.0}, "gear": 1.0, "ctrlrange": None, "forcerange": None,
             "pid": {"kp": 1.0, "ki": 0.0, "kd": 0.0, "imax": None, "slewmax": None},
             "dynamics": {"type": "filter", "tau": 0.1, "actrange": None, "actearly": False}}])
+
+
+@pytest.mark.parametrize("integrator, backend", [("rk4", "casadi"), ("pbad", "casadi"), ("pbad", "c")])
+def test_a_run_in_two_pieces_continues_its_force_states(arm, integrator, backend):
+    """``rollout(..., force_states0=traj.force_states[-1])`` continues a run with its activations, integrals and
+    set-points instead of starting them at zero."""
+    model = pbf.load_mjcf(arm)
+    sim = pbf.Simulator(model, integrator, dt=0.01, forces=["gravity", actuator_force(model, CTRL)], backend=backend)
+    first = sim.rollout(model.neutral(), None, steps=20)
+    assert np.abs(first.force_states[-1]).max() > 0.05
+    second = sim.rollout(first.q[-1], first.qd[-1], steps=5, t0=float(first.t[-1]),
+                         force_states0=first.force_states[-1])
+    np.testing.assert_array_equal(second.force_states[0], first.force_states[-1])
+    fresh = sim.rollout(first.q[-1], first.qd[-1], steps=5, t0=float(first.t[-1]))
+    assert np.abs(fresh.force_states[0]).max() == 0 and np.abs(second.q[-1] - fresh.q[-1]).max() > 1e-6
+    with pytest.raises(StepError, match="force_states0: expected a vector of length 7"):
+        sim.rollout(model.neutral(), None, steps=2, force_states0=[0.0, 1.0])
+    chain = pbf.models.chain(2)
+    with pytest.raises(StepError, match="force_states0: this Simulator's force models keep no states"):
+        pbf.Simulator(chain, "rk4", dt=0.01).rollout(chain.neutral(), None, steps=2, force_states0=[0.0])
+
+
+@pytest.mark.parametrize("backend", ["casadi", "c"])
+def test_force_states0_in_the_native_and_compiled_loops(backend):
+    """A force model with a state and no per-step inputs runs in the backends' own loops (the explicit
+    multi-step function, the C runner); ``force_states0`` starts it there too."""
+    model = pbf.models.chain(2)
+    sim = pbf.Simulator(model, "rk4", dt=0.01, forces=[_Counter()], backend=backend)
+    assert not sim._input_forces
+    tr = sim.rollout(model.neutral(), None, steps=4, force_states0=[2.0])
+    np.testing.assert_allclose(tr.force_states[:, 0], 2.0 + 0.01 * np.arange(5), atol=1e-14)
