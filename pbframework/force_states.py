@@ -200,3 +200,19 @@ def _wrap(pb, model, forces, sizes, nu, na, a0, X, standard_params):
         fields["start_acceleration"] = fn("start_acceleration", pb.start_acceleration, [qq, vv, tt, uu, sign],
                                           [qq, vv, tt, Us, sign])
     return dataclasses.replace(pb, **fields)
+
+
+def start_with_states(sim, q0, qd0, t0: float, force_states0) -> np.ndarray:
+    """The first state of ``sim``'s rollout from ``(q0, qd0)`` at ``t0`` with the force models' states set to
+    ``force_states0`` (``Simulator.rollout(force_states0=...)``); a :class:`StepError` where its force models keep
+    no states or ``force_states0`` is not a real vector of their number."""
+    from .checks import vector
+
+    fs = sim.problem.meta.get("force_states")
+    if fs is None:
+        raise StepError(f"force_states0: this Simulator's force models keep no states ({sim.integrator}, forces "
+                        f"{', '.join(sim.problem.forces)})")
+    s0 = sim.initial_state(q0, qd0, t0)
+    n = fs[1] - fs[0]
+    s0[fs[0]:fs[1]] = vector(force_states0, "force_states0", n, f"{n} (the force models' states)")
+    return s0

@@ -16,8 +16,8 @@ import casadi as ca
 import numpy as np
 
 from .adaptive import rollout_adaptive
-from .checks import check_memory, check_steps, flag, real, vector
-from .errors import StepError
+from .checks import check_memory, check_steps, flag, real
+from .force_states import start_with_states
 from .records import STEP_COLUMNS, _columns, _cut, _End
 from .result import Trajectory
 from .stepping import StepStats
@@ -72,15 +72,7 @@ class Rollouts:
         progress = flag(progress, "progress")
         q0, qd0 = self.check_start(q0, qd0)
         test = self.divergence_test(q0, qd0)
-        s0 = None
-        if force_states0 is not None:
-            fs = self.problem.meta.get("force_states")
-            if fs is None:
-                raise StepError(f"force_states0: this Simulator's force models keep no states ({self.integrator}, "
-                                f"forces {', '.join(self.problem.forces)})")
-            s0 = self.initial_state(q0, qd0, t0)
-            s0[fs[0]:fs[1]] = vector(force_states0, "force_states0", fs[1] - fs[0],
-                                     f"{fs[1] - fs[0]} (the force models' states)")
+        s0 = None if force_states0 is None else start_with_states(self, q0, qd0, t0, force_states0)
         with single_threaded_blas():
             if self.adaptive is not None:
                 bar = self._bar(steps, progress)

@@ -227,7 +227,8 @@ def _check_supported(c: _Compiled, equality: str) -> None:
             raise c.refuse(f"{where}: attribute gaintype={mj.mjtGain(gaintype).name.split('_', 1)[1].lower()!r}")
         if biastype not in (mj.mjtBias.mjBIAS_NONE, mj.mjtBias.mjBIAS_AFFINE) and not muscle_bias:
             raise c.refuse(f"{where}: attribute biastype={mj.mjtBias(biastype).name.split('_', 1)[1].lower()!r}")
-        if muscle_gain != muscle_bias or (muscle_gain and np.any(m.actuator_gainprm[a, :9] != m.actuator_biasprm[a, :9])):
+        if muscle_gain != muscle_bias or (muscle_gain
+                                          and np.any(m.actuator_gainprm[a, :9] != m.actuator_biasprm[a, :9])):
             raise c.refuse(f"{where}: a muscle gain without the muscle bias of the same parameters (or the bias "
                            f"without the gain)")
         if muscle_gain and trn == mj.mjtTrn.mjTRN_SITE:
