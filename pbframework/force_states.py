@@ -1,8 +1,8 @@
 """States of force models (actuator activations, a controller's integral) carried in the step state.
 
 A force model may keep a state of its own, ``a`` (``ForceModel.n_states(model) > 0``): MuJoCo's actuator
-activations (``dyntype`` ``integrator``, ``filter``, ``filterexact``), or the integral and the slew-limited
-set-point of MuJoCo's ``mujoco.pid`` actuator. Integrators know nothing of it. :func:`with_force_states`
+activations (``dyntype`` ``integrator``, ``filter``, ``filterexact``, ``muscle``), or the integral and the
+slew-limited set-point of MuJoCo's ``mujoco.pid`` actuator. Integrators know nothing of it. :func:`with_force_states`
 (called by :func:`~pbframework.step.build_step` on every problem) wraps the integrator's problem so that:
 
 * the step state ends with the states of all force models, in the order of the forces:
@@ -22,7 +22,8 @@ Runge-Kutta methods integrate them with their stages from ``ForceModel.state_rat
 ``ForceModel.advance_states`` at the weighted rate, as MuJoCo's RK4 integrates ``act`` (:func:`stage_inputs`,
 :func:`advance_all`).
 
-A rollout starts from ``ForceModel.initial_states`` (zeros by default, MuJoCo's reset). The start runs of
+A rollout starts from ``ForceModel.initial_states`` (zeros by default, MuJoCo's reset), or from the states
+given to ``Simulator.rollout(force_states0=...)`` (:func:`start_with_states`). The start runs of
 PBAD's history node (``start_acceleration``) hold the states at their initial values, with ``a_next`` the
 states after a step of length zero. Halving a step halves it for the states too (two updates with ``dt / 2``).
 Constrained (NMDP) problems do not take force models with states yet: one clear error.

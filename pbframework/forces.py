@@ -137,7 +137,9 @@ class ForceModel:
         model's forms receive ``u = [inputs; a; a_next]`` (``n_inputs + 2 k`` entries): the states at the step's
         start and after it, both constants of the step. ``a`` advances once per step, explicitly from the
         state the step starts from -- a discrete update, as MuJoCo's Euler and implicit integrators advance
-        ``act``.
+        ``act`` -- except under the Runge-Kutta integrators, which integrate it in their stages from
+        :meth:`state_rates` (the forms then see each stage's ``a``) and end the step with
+        :meth:`advance_states`, as MuJoCo's RK4 does.
         """
         return 0
 
