@@ -77,22 +77,33 @@ def _column(force, what: str, value, n: int):
     return ca.reshape(col, n, 1)
 
 
-def _step_inputs(model, forces, sizes, q, qd, t, dt, u, a):
-    """``(U, a_next)``: the integrator's ``u`` (per force: its inputs, ``a``, ``a_next``) from the inputs ``u``
-    and the states ``a`` of a step from ``(q, qd)`` at ``t`` of length ``dt``."""
-    U, nxt, i, k = [], [], 0, 0
-    for f, (n_in, n_st) in zip(forces, sizes):
+def _per_force(model, forces, u, a, after):
+    """``(U, extra)``: the integrator's ``u`` -- per force its inputs from ``u``, then for a force with states its
+    states from ``a`` and ``after(f, uf, af, k)[0]`` (the states after the step; ``k`` where they start in
+    ``a``) -- and the concatenated ``after(...)[1]``."""
+    U, extra, i, k = [], [], 0, 0
+    for f, (n_in, n_st) in zip(forces, _sizes(model, forces)):
         uf = u[i:i + n_in]
         if n_st:
             af = a[k:k + n_st]
-            an = _column(f, "next_states", f.next_states(model, q, qd, t, dt, uf, af), n_st)
+            an, x = after(f, uf, af, k)
             U += [uf, af, an]
-            nxt.append(an)
+            extra.append(x)
             k += n_st
         elif n_in:
             U.append(uf)
         i += n_in
-    return ca.vertcat(*U), ca.vertcat(*nxt)
+    return ca.vertcat(*U), ca.vertcat(*extra)
+
+
+def _step_inputs(model, forces, q, qd, t, dt, u, a):
+    """``(U, a_next)``: the integrator's ``u`` (per force: its inputs, ``a``, ``a_next``) from the inputs ``u``
+    and the states ``a`` of a step from ``(q, qd)`` at ``t`` of length ``dt``."""
+    def after(f, uf, af, _):
+        an = _column(f, "next_states", f.next_states(model, q, qd, t, dt, uf, af), af.shape[0])
+        return an, an
+
+    return _per_force(model, forces, u, a, after)
 
 
 def stage_inputs(model: ArticulatedBody, forces: Sequence[Any], q, qd, t, dt, u, a):
@@ -100,37 +111,28 @@ def stage_inputs(model: ArticulatedBody, forces: Sequence[Any], q, qd, t, dt, u,
     methods): ``(U, rates)`` at one stage ``(q, qd, t, a)`` of a step of ``dt`` -- the integrator's ``u`` (per force:
     its inputs from ``u``, the stage's ``a`` and ``advance_states`` of it at its rate over ``dt``) and the
     states' rates (``state_rates``)."""
-    U, rates, i, k = [], [], 0, 0
-    for f, (n_in, n_st) in zip(forces, _sizes(model, forces)):
-        uf = u[i:i + n_in]
-        if n_st:
-            af = a[k:k + n_st]
-            rf = _column(f, "state_rates", f.state_rates(model, q, qd, t, dt, uf, af), n_st)
-            U += [uf, af, _column(f, "advance_states", f.advance_states(model, q, qd, t, dt, uf, af, rf), n_st)]
-            rates.append(rf)
-            k += n_st
-        elif n_in:
-            U.append(uf)
-        i += n_in
-    return ca.vertcat(*U), ca.vertcat(*rates)
+    def after(f, uf, af, _):
+        n = af.shape[0]
+        rf = _column(f, "state_rates", f.state_rates(model, q, qd, t, dt, uf, af), n)
+        return _column(f, "advance_states", f.advance_states(model, q, qd, t, dt, uf, af, rf), n), rf
+
+    return _per_force(model, forces, u, a, after)
 
 
 def advance_all(model: ArticulatedBody, forces: Sequence[Any], q, qd, t, dt, u, a, rates):
     """Every force model's ``advance_states`` from ``a`` at ``rates`` (concatenated as in the state)."""
-    out, i, k = [], 0, 0
-    for f, (n_in, n_st) in zip(forces, _sizes(model, forces)):
-        if n_st:
-            out.append(_column(f, "advance_states", f.advance_states(model, q, qd, t, dt, u[i:i + n_in],
-                                                                     a[k:k + n_st], rates[k:k + n_st]), n_st))
-            k += n_st
-        i += n_in
-    return ca.vertcat(*out)
+    def after(f, uf, af, k):
+        n = af.shape[0]
+        an = _column(f, "advance_states", f.advance_states(model, q, qd, t, dt, uf, af, rates[k:k + n]), n)
+        return an, an
+
+    return _per_force(model, forces, u, a, after)[1]
 
 
 def with_force_states(problem, model: ArticulatedBody, forces: Sequence[Any]):
     """``problem`` with the force models' states in its state (module docstring); ``problem`` itself when no
     force model has any."""
-    from .step import ProblemKind, standard_params
+    from .step import ProblemKind
 
     sizes = _sizes(model, forces)
     na = sum(n for _, n in sizes)
@@ -152,18 +154,20 @@ def with_force_states(problem, model: ArticulatedBody, forces: Sequence[Any]):
                         f"need {nu + 2 * na} (inputs {nu}, states {na} at the start and after the step)")
     a0 = initial_force_states(model, forces)
     try:
-        return _wrap(problem, model, forces, sizes, nu, na, a0, ca.SX, standard_params)
+        return _wrap(problem, model, forces, nu, na, a0, ca.SX)
     except (RuntimeError, NotImplementedError):       # a function only MX can call (a QP in the step's graph)
-        return _wrap(problem, model, forces, sizes, nu, na, a0, ca.MX, standard_params)
+        return _wrap(problem, model, forces, nu, na, a0, ca.MX)
 
 
-def _wrap(pb, model, forces, sizes, nu, na, a0, X, standard_params):
+def _wrap(pb, model, forces, nu, na, a0, X):
+    from .step import standard_params
+
     nq, nv, ns0 = pb.nq, pb.nv, pb.ns
     ns = ns0 + na
     s, t, dt, u = X.sym("s", ns), X.sym("t"), X.sym("dt"), X.sym("u", nu)
     x, theta = X.sym("x", pb.nx), X.sym("theta")
     a = s[ns0:]
-    U, a_next = _step_inputs(model, forces, sizes, s[:nq], s[nq:nq + nv], t, dt, u, a)
+    U, a_next = _step_inputs(model, forces, s[:nq], s[nq:nq + nv], t, dt, u, a)
     p = ca.vertcat(s, dt, t, u)                          # the standard layout [s; dt; t; u]
     p_inner = ca.vertcat(s[:ns0], dt, t, U)
 
@@ -192,12 +196,12 @@ def _wrap(pb, model, forces, sizes, nu, na, a0, X, standard_params):
     # init: the inner init with the inputs of the first step (the states a0, a_next over a step of dt)
     q0, qd0, t0, h0 = X.sym("q0", nq), X.sym("qd0", nv), X.sym("t0"), X.sym("dt")
     u0, runs = X.sym("u0", nu), [X.sym(n, nq) for n in ("q_start", "q_check", "q_reverse")]
-    U0, _ = _step_inputs(model, forces, sizes, q0, qd0, t0, h0, u0, ca.DM(a0))
+    U0, _ = _step_inputs(model, forces, q0, qd0, t0, h0, u0, ca.DM(a0))
     fields["init"] = fn("init", pb.init, [q0, qd0, t0, h0, u0, *runs], [q0, qd0, t0, h0, U0, *runs],
                         lambda r: [ca.vertcat(r[0], ca.DM(a0))])
     if pb.start_acceleration is not None:               # the start runs: a held at a0, a_next after a zero step
         qq, vv, tt, uu, sign = X.sym("q", nq), X.sym("v", nv), X.sym("t"), X.sym("u", nu), X.sym("sign")
-        Us, _ = _step_inputs(model, forces, sizes, qq, vv, tt, 0.0, uu, ca.DM(a0))
+        Us, _ = _step_inputs(model, forces, qq, vv, tt, 0.0, uu, ca.DM(a0))
         fields["start_acceleration"] = fn("start_acceleration", pb.start_acceleration, [qq, vv, tt, uu, sign],
                                           [qq, vv, tt, Us, sign])
     return dataclasses.replace(pb, **fields)

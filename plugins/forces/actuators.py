@@ -248,6 +248,7 @@ class MjActuators(ForceModel):
                                            if "pid" in a else 0)
             self._slots.append((k, n))
             k += n
+        self._na = k
         self.joint_force_range = {str(k): _range(f"{who}: joint_force_range[{k!r}]", "the range", v)
                                   for k, v in dict(joint_force_range or {}).items()}
         if gravcomp is not None and (not isinstance(gravcomp, Mapping) or set(gravcomp) != {"links", "joints"}
@@ -292,7 +293,7 @@ class MjActuators(ForceModel):
         """MuJoCo's ``na``: one activation per actuator with ``dynamics``; per PID actuator its error integral
         (when ``ki != 0``) and its slew-limited set-point (when ``slewmax`` is given), in MuJoCo's ``act``
         order."""
-        return sum(n for _, n in self._slots)
+        return self._na
 
     def next_states(self, model, q, qd, t, dt, u, a):
         """MuJoCo's ``act`` after a step of Euler / implicit: :meth:`advance_states` with the rates at the step's
@@ -307,7 +308,7 @@ class MjActuators(ForceModel):
         ``ActDot``). For a servo whose error wraps (``wrap``) MuJoCo 4.0.0 (measured at 2000 states per
         dynamics type) takes a filter's control to its representative nearest ``act``
         (``c - wrap round((c - act) / wrap)``)."""
-        out = []
+        out, moments = [], self._moments(model)
         for k, (act, (i, n)) in enumerate(zip(self.actuators, self._slots)):
             if not n:
                 continue
@@ -327,7 +328,8 @@ class MjActuators(ForceModel):
                 setpoint = ca.if_else(t > 0, ca.fmin(ca.fmax(c, prev - pid["slewmax"] * dt),
                                                      prev + pid["slewmax"] * dt), c)
             if pid["ki"] != 0:
-                integral = a[i] + (setpoint - self._servo_length(model, k, q)) * dt
+                length = (tendon_length(model, act, q) if "path" in act else self._length(moments[k], q))
+                integral = a[i] + (setpoint - act["gear"] * length) * dt
                 if pid["imax"] is not None:
                     bound = abs(pid["imax"] / pid["ki"])
                     integral = ca.fmin(ca.fmax(integral, -bound), bound)
@@ -359,20 +361,13 @@ class MjActuators(ForceModel):
                 out.append(nxt)
         return ca.vertcat(*out)
 
-    def _servo_length(self, model, k: int, q):
-        """MuJoCo's ``actuator_length`` of joint or tendon actuator ``k`` at ``q``: ``gear`` times the length."""
-        act = self.actuators[k]
-        if "path" in act:
-            return act["gear"] * tendon_length(model, act, q)
-        return act["gear"] * self._length(self._moments(model)[k], q)
-
     def _control(self, k: int, us):
         """The number actuator ``k``'s gain multiplies, from the force's ``u = [ctrl; a; a_next]``: the clamped
         control; with activation dynamics the activation (``a``, or ``a_next`` with ``actearly``); for a PID
         actuator ``kp P + ki I`` with its set-point and integral after the step (as MuJoCo's plug-in computes
         its force)."""
         act, (i, n) = self.actuators[k], self._slots[k]
-        nu, na = len(self.actuators), self.n_states(None)
+        nu, na = len(self.actuators), self._na
         if not n and "pid" not in act:
             return _clamp(us[k], act["ctrlrange"])
         if "dynamics" in act:
@@ -484,7 +479,7 @@ class MjActuators(ForceModel):
 
     def _nu_all(self) -> int:
         """Length of the ``u`` the forms receive: the controls, the states before and after the step."""
-        return len(self.actuators) + 2 * self.n_states(None)
+        return len(self.actuators) + 2 * self._na
 
     def _u(self, u):
         if u is None:
